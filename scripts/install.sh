@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Installs everything zync-assets needs, idempotently, into the project:
+#   .venv/              Python environment with the package (editable) and its pinned deps
+#   .zync/m2/           Maven's download cache (so re-runs fetch nothing)
+#   .zync/jars/kafka/   Apache Kafka broker jars (run with java -cp)
+#   .zync/jars/registry/ Apicurio Registry (Quarkus fast-jar)
+#   .zync/jars/spark/   Delta Lake, Spark Kafka source and Avro jars, minus what PySpark ships
+# Each step is skipped when its stamp matches the inputs it was built from.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+ZYNC_DIR=$ROOT/.zync
+M2=$ZYNC_DIR/m2
+JARS=$ZYNC_DIR/jars
+mkdir -p "$ZYNC_DIR" "$JARS"
+export PIP_CACHE_DIR=$ZYNC_DIR/pip-cache
+
+say() { printf '[install] %s\n' "$*"; }
+die() { printf 'install: %s\n' "$*" >&2; exit 1; }
+stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
+fresh() { [ -f "$1/.stamp" ] && [ "$(cat "$1/.stamp")" = "$2" ]; }
+
+command -v java >/dev/null || die "Java is missing: install a JDK 17+ (Debian: apt-get install openjdk-17-jdk-headless)"
+command -v mvn >/dev/null || die "Maven is missing: install it (Debian: apt-get install maven)"
+command -v python3 >/dev/null || die "python3 is missing: install Python 3.11"
+
+# 1. Python environment ------------------------------------------------------
+py_stamp=$(stamp_of pyproject.toml)
+if [ ! -x .venv/bin/python ] || ! fresh .venv "$py_stamp"; then
+  say "creating .venv and installing the package (pip)"
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev]'
+  echo "$py_stamp" > .venv/.stamp
+else
+  say ".venv is up to date"
+fi
+
+# 2. Jars from Maven Central ----------------------------------------------------
+fetch_deps() {  # fetch_deps NAME POM
+  local dir=$JARS/$1 pom=$2 st
+  st=$(stamp_of "$pom")
+  if fresh "$dir" "$st"; then say "$1 jars are up to date"; return; fi
+  say "fetching $1 jars with Maven"
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+  mvn -q -B -Dstyle.color=never -Dmaven.repo.local="$M2" -f "$pom" dependency:copy-dependencies \
+      -DincludeScope=runtime -DoutputDirectory="$dir.tmp" \
+      || die "Maven could not fetch the $1 jars (see the output above); re-run scripts/install.sh"
+  rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  echo "$st" > "$dir/.stamp"
+}
+
+fetch_deps kafka scripts/maven/kafka.pom.xml
+
+fetch_deps spark scripts/maven/spark.pom.xml
+if [ ! -f "$JARS/spark/.pruned" ]; then
+  # PySpark ships its own jackson/hadoop/parquet/log4j/scala: keep only what it lacks.
+  .venv/bin/python - "$JARS/spark" <<'PY'
+import os, re, sys
+import pyspark
+def artifact(name: str) -> str:
+    return re.sub(r"-\d[\w.\-]*\.jar$", "", name)
+shipped = {artifact(n) for n in os.listdir(os.path.join(os.path.dirname(pyspark.__file__), "jars"))}
+target = sys.argv[1]
+for name in os.listdir(target):
+    if name.endswith(".jar") and artifact(name) in shipped:
+        os.remove(os.path.join(target, name))
+PY
+  touch "$JARS/spark/.pruned"
+fi
+
+reg_stamp=$(stamp_of scripts/maven/registry.pom.xml)
+if ! fresh "$JARS/registry" "$reg_stamp"; then
+  fetch_deps registry-dist scripts/maven/registry.pom.xml
+  say "unpacking the schema registry"
+  rm -rf "$JARS/registry" && mkdir -p "$JARS/registry"
+  tar xzf "$JARS"/registry-dist/apicurio-registry-app-*-all.tar.gz -C "$JARS/registry"
+  rm -rf "$JARS/registry-dist"
+  echo "$reg_stamp" > "$JARS/registry/.stamp"
+else
+  say "registry jars are up to date"
+fi
+
+say "done: activate with 'source .venv/bin/activate' or call .venv/bin/zync"

@@ -1,0 +1,1 @@
+"""The `zync` command: a thin front end over the domain functions."""

@@ -1,0 +1,61 @@
+"""Entry point: the `zync` group, error handling, logging."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from zync_assets.cli.stack import stack
+from zync_assets.cli.topics import consume, info, ls, produce
+from zync_assets.errors import ZyncError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Show client logs (librdkafka, Spark).")
+def zync(verbose: bool) -> None:
+    """zync-assets: Kafka CDC → Delta Lake pools → Kafka, orchestrated by Dagster."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not verbose:
+        # librdkafka reports every failed connection attempt; our errors say it once.
+        logging.getLogger("zync.librdkafka").setLevel(logging.CRITICAL)
+
+
+for command in (stack, ls, produce, consume, info):
+    zync.add_command(command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; every failure is one line on stderr and a non-zero exit."""
+    try:
+        zync.main(args=argv, prog_name="zync", standalone_mode=False)
+    except ZyncError as exc:
+        click.echo(f"zync: error: {exc}", err=True)
+        sys.exit(1)
+    except click.exceptions.Abort:
+        click.echo("zync: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        click.echo(f"zync: error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("zync: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("ZYNC_DEBUG"):
+            raise
+        click.echo(
+            f"zync: internal error: {type(exc).__name__}: {exc} "
+            "(set ZYNC_DEBUG=1 for the traceback and please report it)",
+            err=True,
+        )
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Avro in Confluent wire format, and its JSON rendering for humans and JSON-lines tools."""

@@ -1,0 +1,1 @@
+"""Kafka and schema-registry access shared by every stage: clients, codecs, topic tools."""

@@ -1,0 +1,101 @@
+"""confluent-kafka clients built from `KafkaSettings`, with bounded waits everywhere.
+
+librdkafka retries a dead or mis-configured broker forever and logs to stderr;
+here every call has a timeout and its logs go to the `zync.librdkafka` logger,
+so a wrong address or security protocol becomes one clear error, not a hang.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
+
+from zync_assets.errors import ZyncError
+from zync_assets.settings import KafkaSettings
+
+CONNECT_TIMEOUT_S = 10.0
+LIBRDKAFKA_LOG = logging.getLogger("zync.librdkafka")
+
+
+def _base(settings: KafkaSettings) -> dict[str, Any]:
+    return {**settings.client_config(), "logger": LIBRDKAFKA_LOG}
+
+
+def admin_client(settings: KafkaSettings) -> AdminClient:
+    return AdminClient(_base(settings))
+
+
+def producer(settings: KafkaSettings, **overrides: Any) -> Producer:
+    config = {
+        **_base(settings),
+        "enable.idempotence": True,
+        "partitioner": "murmur2_random",  # same key -> partition mapping as Java clients
+        "linger.ms": 20,
+        "message.timeout.ms": 30_000,
+        **overrides,
+    }
+    return Producer(config)
+
+
+def consumer(settings: KafkaSettings, **overrides: Any) -> Consumer:
+    """A consumer for explicit partition assignment; it never commits a group offset."""
+    config = {
+        **_base(settings),
+        "group.id": f"zync-{uuid.uuid4().hex[:12]}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "allow.auto.create.topics": False,
+        "enable.partition.eof": True,
+        **overrides,
+    }
+    return Consumer(config)
+
+
+def unreachable(settings: KafkaSettings, detail: object) -> ZyncError:
+    return ZyncError(
+        f"cannot reach Kafka at {settings.describe()} within {CONNECT_TIMEOUT_S:g}s ({detail}); "
+        "check ZYNC_KAFKA_BOOTSTRAP and ZYNC_KAFKA_SECURITY_PROTOCOL, or start the local "
+        "stack with `zync stack up`"
+    )
+
+
+def cluster_metadata(
+    settings: KafkaSettings, topic: str | None = None, timeout: float = CONNECT_TIMEOUT_S
+) -> ClusterMetadata:
+    """Broker metadata, or a ZyncError saying the broker cannot be reached."""
+    try:
+        return admin_client(settings).list_topics(topic=topic, timeout=timeout)
+    except KafkaException as exc:
+        raise unreachable(settings, exc.args[0].str() if exc.args else exc) from exc
+
+
+def partitions_of(settings: KafkaSettings, topic: str) -> list[int]:
+    """Partition ids of an existing topic; a clear error when it does not exist."""
+    metadata = cluster_metadata(settings)
+    if topic not in metadata.topics:
+        raise ZyncError(
+            f"topic {topic!r} does not exist on {settings.bootstrap_servers}; "
+            "check the name, or create it by producing to it (`zync produce --topic T`)"
+        )
+    return sorted(metadata.topics[topic].partitions)
+
+
+def ensure_topic(settings: KafkaSettings, topic: str, partitions: int = 1) -> None:
+    """Create `topic` with `partitions` partitions unless it already exists."""
+    if topic in cluster_metadata(settings).topics:
+        return
+    admin = admin_client(settings)  # must outlive the futures it returns
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=-1)],
+        request_timeout=CONNECT_TIMEOUT_S,
+    )
+    try:
+        futures[topic].result(timeout=CONNECT_TIMEOUT_S)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.name() != "TOPIC_ALREADY_EXISTS":
+            raise ZyncError(f"cannot create topic {topic!r}: {error.str()}") from exc

@@ -1,0 +1,107 @@
+"""`zync consume` and `zync info`: read a topic as JSON-ready records, report its offsets."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
+
+from zync_assets.codec.avro import DecodeError, Decoder
+from zync_assets.codec.render import render_datetime, to_json_value
+from zync_assets.errors import ZyncError
+from zync_assets.kafka import clients
+from zync_assets.kafka.registry import Registry
+from zync_assets.settings import KafkaSettings
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    partition: int
+    low: int
+    high: int
+
+
+def topic_offsets(kafka: KafkaSettings, topic: str) -> list[PartitionOffsets]:
+    """Low and high watermark of every partition of `topic`."""
+    partitions = clients.partitions_of(kafka, topic)
+    consumer = clients.consumer(kafka)
+    try:
+        result = []
+        for partition in partitions:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=clients.CONNECT_TIMEOUT_S
+            )
+            result.append(PartitionOffsets(partition, low, high))
+        return result
+    except KafkaException as exc:
+        raise clients.unreachable(kafka, exc.args[0].str()) from exc
+    finally:
+        consumer.close()
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A message that could not be decoded; consume reports it and goes on."""
+
+    partition: int
+    offset: int
+    error: DecodeError
+
+
+def consume(
+    kafka: KafkaSettings,
+    registry: Registry,
+    topic: str,
+    from_beginning: bool = False,
+    idle_timeout: float | None = None,
+    with_metadata: bool = False,
+) -> Iterator[dict[str, Any] | Undecodable]:
+    """Yield `{key, value}` (plus `kafka` metadata if asked) for each message, in arrival order.
+
+    Stops when no message arrives for `idle_timeout` seconds (None: never).
+    """
+    partitions = clients.partitions_of(kafka, topic)
+    decoder = Decoder(registry.schema_by_id)
+    consumer = clients.consumer(kafka)
+    start = OFFSET_BEGINNING if from_beginning else OFFSET_END
+    consumer.assign([TopicPartition(topic, p, start) for p in partitions])
+    last_message = time.monotonic()
+    try:
+        while idle_timeout is None or time.monotonic() - last_message < idle_timeout:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise ZyncError(f"consuming {topic!r} failed: {error.str()}")
+            last_message = time.monotonic()
+            try:
+                record = {
+                    "key": to_json_value(decoder.decode(message.key())),
+                    "value": to_json_value(decoder.decode(message.value())),
+                }
+            except DecodeError as exc:
+                yield Undecodable(message.partition(), message.offset(), exc)
+                continue
+            if with_metadata:
+                record["kafka"] = _metadata(message)
+            yield record
+    finally:
+        consumer.close()
+
+
+def _metadata(message: Any) -> dict[str, Any]:
+    _kind, millis = message.timestamp()
+    stamp = dt.datetime.fromtimestamp(millis / 1000, dt.UTC) if millis >= 0 else None
+    return {
+        "topic": message.topic(),
+        "partition": message.partition(),
+        "offset": message.offset(),
+        "timestamp": render_datetime(stamp) if stamp else None,
+    }

@@ -1,0 +1,73 @@
+"""Schema registry access: one client per settings, errors that name the registry URL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+from zync_assets.errors import ZyncError
+from zync_assets.settings import RegistrySettings
+
+T = TypeVar("T")
+SCHEMA_NOT_FOUND = 40403
+
+
+class UnknownSchemaId(LookupError):
+    pass
+
+
+class Registry:
+    """The registry calls zync makes, with parsed-schema caching by id."""
+
+    def __init__(self, settings: RegistrySettings) -> None:
+        self.settings = settings
+        self.client = SchemaRegistryClient(settings.client_config())
+        self.schema_by_id = lru_cache(maxsize=4096)(self._fetch_schema)
+
+    def _call(self, what: str, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except SchemaRegistryError:
+            raise
+        except Exception as exc:  # transport errors come from httpx; name the URL instead
+            raise ZyncError(
+                f"schema registry unreachable at {self.settings.url} while {what} ({exc}); "
+                "check ZYNC_SCHEMA_REGISTRY_URL or start the local stack with `zync stack up`"
+            ) from exc
+
+    def register(self, subject: str, schema: Any) -> int:
+        text = json.dumps(schema)
+        try:
+            return self._call(
+                f"registering {subject}",
+                lambda: self.client.register_schema(subject, Schema(text, "AVRO")),
+            )
+        except SchemaRegistryError as exc:
+            raise ZyncError(
+                f"schema registry refused the schema for subject {subject!r}: {exc.error_message}"
+            ) from exc
+
+    def _fetch_schema(self, schema_id: int) -> Any:
+        try:
+            schema = self._call(
+                f"looking up schema id {schema_id}", lambda: self.client.get_schema(schema_id)
+            )
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == 404:
+                raise UnknownSchemaId(f"schema id {schema_id} is not in the registry") from exc
+            raise ZyncError(
+                f"schema registry at {self.settings.url} failed looking up schema id "
+                f"{schema_id}: {exc.error_message}"
+            ) from exc
+        return json.loads(schema.schema_str)
+
+    def subjects(self) -> list[str]:
+        return self._call("listing subjects", self.client.get_subjects)
+
+    def latest(self, subject: str) -> Any:
+        return self._call(f"reading {subject}", lambda: self.client.get_latest_version(subject))

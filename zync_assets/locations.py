@@ -1,0 +1,26 @@
+"""Where zync keeps its files: the working directory's `.zync/` and the jar cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def state_dir() -> Path:
+    """Per-working-directory state: stack data, logs, PIDs (`$ZYNC_HOME`, default `.zync`)."""
+    return Path(os.environ.get("ZYNC_HOME", ".zync")).resolve()
+
+
+def jars_dir() -> Path:
+    """Jars fetched by scripts/install.sh (`$ZYNC_JARS`, else the checkout's `.zync/jars`)."""
+    if "ZYNC_JARS" in os.environ:
+        return Path(os.environ["ZYNC_JARS"]).resolve()
+    for candidate in (_PACKAGE_ROOT / ".zync" / "jars", state_dir() / "jars"):
+        if candidate.is_dir():
+            return candidate
+    return _PACKAGE_ROOT / ".zync" / "jars"
+
+
+INSTALL_HINT = "run scripts/install.sh"

@@ -1,0 +1,152 @@
+"""Connection settings from environment variables, `resources/*.json` or `~/.zync/*.json`.
+
+Precedence: environment variable, then `resources/<file>.json` in the working
+directory, then `~/.zync/<file>.json` (zync's keys), then the local-stack default.
+Secrets are held here but never rendered by `describe()`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zync_assets.errors import ZyncError
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_REGISTRY_URL = "http://127.0.0.1:8081/apis/ccompat/v7"
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+# env var -> key in zync's kafka.json
+_KAFKA_KEYS = {
+    "ZYNC_KAFKA_BOOTSTRAP": "bootstrap_servers",
+    "ZYNC_KAFKA_SECURITY_PROTOCOL": "security_protocol",
+    "ZYNC_KAFKA_SASL_MECHANISM": "sasl_mechanisms",
+    "ZYNC_KAFKA_SASL_USERNAME": "sasl_username",
+    "ZYNC_KAFKA_SASL_PASSWORD": "sasl_password",
+    "ZYNC_KAFKA_SSL_CA": "tls_server_ca_cert_file",
+    "ZYNC_KAFKA_SSL_CERT": "tls_client_cert_file",
+    "ZYNC_KAFKA_SSL_KEY": "tls_client_key_file",
+}
+_REGISTRY_KEYS = {
+    "ZYNC_SCHEMA_REGISTRY_URL": "url",
+    "ZYNC_SCHEMA_REGISTRY_USER": "user",
+    "ZYNC_SCHEMA_REGISTRY_PASSWORD": "password",
+}
+
+
+def _read_json_config(name: str) -> dict[str, Any]:
+    for folder in (Path("resources"), Path.home() / ".zync"):
+        path = folder / name
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text())
+            except json.JSONDecodeError as exc:
+                raise ZyncError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+            if not isinstance(data, dict):
+                raise ZyncError(f"{path}: expected a JSON object of settings")
+            return data
+    return {}
+
+
+def _merge(keys: Mapping[str, str], file_values: Mapping[str, Any], env: Mapping[str, str]):
+    merged: dict[str, Any] = {}
+    for env_name, file_key in keys.items():
+        value = env.get(env_name) or file_values.get(file_key)
+        if value not in (None, ""):
+            merged[file_key] = value
+    return merged
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    bootstrap_servers: str = DEFAULT_BOOTSTRAP
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
+    ssl_skip_verify: bool = False
+
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka settings shared by producers, consumers and admin clients."""
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+        }
+        if self.security_protocol.startswith("SASL_"):
+            config["sasl.mechanism"] = self.sasl_mechanism or "PLAIN"
+            if self.sasl_username is not None:
+                config["sasl.username"] = self.sasl_username
+            if self.sasl_password is not None:
+                config["sasl.password"] = self.sasl_password
+        if self.security_protocol.endswith("SSL"):
+            if self.ssl_ca:
+                config["ssl.ca.location"] = self.ssl_ca
+            if self.ssl_cert and self.ssl_key:
+                config["ssl.certificate.location"] = self.ssl_cert
+                config["ssl.key.location"] = self.ssl_key
+            if self.ssl_skip_verify:
+                config["enable.ssl.certificate.verification"] = False
+        return config
+
+    def describe(self) -> str:
+        return f"{self.bootstrap_servers} ({self.security_protocol})"
+
+
+@dataclass(frozen=True)
+class RegistrySettings:
+    url: str = DEFAULT_REGISTRY_URL
+    user: str | None = None
+    password: str | None = None
+
+    def client_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"url": self.url, "timeout": 10}
+        if self.user:
+            config["basic.auth.user.info"] = f"{self.user}:{self.password or ''}"
+        return config
+
+
+def kafka_settings(env: Mapping[str, str] | None = None) -> KafkaSettings:
+    env = os.environ if env is None else env
+    values = _merge(_KAFKA_KEYS, _read_json_config("kafka.json"), env)
+    protocol = str(values.get("security_protocol", "PLAINTEXT")).upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ZyncError(
+            f"unknown Kafka security protocol {protocol!r}: "
+            f"set ZYNC_KAFKA_SECURITY_PROTOCOL to one of {', '.join(SECURITY_PROTOCOLS)}"
+        )
+    mechanism = values.get("sasl_mechanisms")
+    if mechanism is not None and str(mechanism).upper() not in SASL_MECHANISMS:
+        raise ZyncError(
+            f"unknown SASL mechanism {mechanism!r}: "
+            f"set ZYNC_KAFKA_SASL_MECHANISM to one of {', '.join(SASL_MECHANISMS)}"
+        )
+    skip = _read_json_config("kafka.json").get("tls_server_insecure_skip_verify", False)
+    return KafkaSettings(
+        bootstrap_servers=str(values.get("bootstrap_servers", DEFAULT_BOOTSTRAP)),
+        security_protocol=protocol,
+        sasl_mechanism=str(mechanism).upper() if mechanism else None,
+        sasl_username=values.get("sasl_username"),
+        sasl_password=values.get("sasl_password"),
+        ssl_ca=values.get("tls_server_ca_cert_file"),
+        ssl_cert=values.get("tls_client_cert_file"),
+        ssl_key=values.get("tls_client_key_file"),
+        ssl_skip_verify=bool(skip),
+    )
+
+
+def registry_settings(env: Mapping[str, str] | None = None) -> RegistrySettings:
+    env = os.environ if env is None else env
+    values = _merge(_REGISTRY_KEYS, _read_json_config("schema_registry.json"), env)
+    return RegistrySettings(
+        url=str(values.get("url", DEFAULT_REGISTRY_URL)).rstrip("/"),
+        user=values.get("user"),
+        password=values.get("password"),
+    )

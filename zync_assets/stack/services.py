@@ -1,0 +1,220 @@
+"""Kafka (single-node KRaft) and Apicurio Registry, run from the jars in the cache."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from zync_assets.errors import ZyncError
+from zync_assets.locations import INSTALL_HINT, jars_dir, state_dir
+from zync_assets.settings import KafkaSettings
+from zync_assets.stack.java import find_java
+from zync_assets.stack.process import Running, Service
+
+KAFKA_START_TIMEOUT_S = 90.0
+REGISTRY_START_TIMEOUT_S = 90.0
+CCOMPAT_PATH = "/apis/ccompat/v7"
+
+
+@dataclass(frozen=True)
+class StackPorts:
+    kafka: int = 9092
+    registry: int = 8081
+    controller: int | None = None  # default: kafka + 1
+
+    @property
+    def kafka_controller(self) -> int:
+        return self.controller or self.kafka + 1
+
+
+def _jar_dir(name: str) -> Path:
+    folder = jars_dir() / name
+    if not folder.is_dir() or not any(folder.glob("*.jar")):
+        raise ZyncError(f"the {name} jars are missing from {folder}; {INSTALL_HINT}")
+    return folder
+
+
+def _services(home: Path) -> tuple[Service, Service]:
+    run = home / "run"
+    return Service("kafka", run), Service("registry", run)
+
+
+# --- Kafka -----------------------------------------------------------------------------
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = Console
+appender.file.name = STDOUT
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.kafka.name = kafka
+logger.kafka.level = WARN
+logger.server.name = kafka.server.KafkaRaftServer
+logger.server.level = INFO
+"""
+
+
+def _kafka_properties(home: Path, ports: StackPorts) -> str:
+    data = home / "kafka" / "data"
+    return "\n".join(
+        [
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.voters=1@127.0.0.1:{ports.kafka_controller}",
+            f"listeners=PLAINTEXT://127.0.0.1:{ports.kafka},"
+            f"CONTROLLER://127.0.0.1:{ports.kafka_controller}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{ports.kafka}",
+            "controller.listener.names=CONTROLLER",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name=PLAINTEXT",
+            f"log.dirs={data}",
+            "num.partitions=1",
+            # zync creates topics explicitly; a typo in a consumer must not create one.
+            "auto.create.topics.enable=false",
+            "offsets.topic.replication.factor=1",
+            "offsets.topic.num.partitions=1",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "transaction.state.log.num.partitions=1",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            "log.retention.hours=-1",
+            "",
+        ]
+    )
+
+
+def _kafka_command(java: str, home: Path, main: str, *args: str) -> list[str]:
+    classpath = f"{_jar_dir('kafka')}/*"
+    log4j = home / "kafka" / "log4j2.properties"
+    return [
+        java, "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath, main, *args,
+    ]  # fmt: skip
+
+
+def _format_kafka_storage(java: str, home: Path, properties: Path) -> None:
+    if (home / "kafka" / "data" / "meta.properties").exists():
+        return
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    command = _kafka_command(
+        java, home, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+        "-c", str(properties), "--ignore-formatted",
+    )  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise ZyncError(f"formatting Kafka storage failed: {done.stderr.strip()[-300:]}")
+
+
+def _kafka_ready(port: int) -> bool:
+    from confluent_kafka import KafkaException
+
+    from zync_assets.kafka.clients import admin_client
+
+    try:
+        metadata = admin_client(KafkaSettings(f"127.0.0.1:{port}")).list_topics(timeout=1)
+    except KafkaException:
+        return False
+    return bool(metadata.brokers)
+
+
+def start_kafka(home: Path, ports: StackPorts) -> Running:
+    service, _ = _services(home)
+    if (running := service.running()) is not None:
+        return running
+    java = find_java(17, "Kafka", "ZYNC_KAFKA_JAVA_HOME")
+    folder = home / "kafka"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "log4j2.properties").write_text(_LOG4J2)
+    properties = folder / "server.properties"
+    properties.write_text(_kafka_properties(home, ports))
+    _format_kafka_storage(java, home, properties)
+    command = _kafka_command(java, home, "kafka.Kafka", str(properties))
+    return service.start(
+        command, ports.kafka, lambda: _kafka_ready(ports.kafka), KAFKA_START_TIMEOUT_S
+    )
+
+
+# --- Schema registry --------------------------------------------------------------------
+
+
+def registry_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}{CCOMPAT_PATH}"
+
+
+def _registry_ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"{registry_url(port)}/subjects", timeout=1) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def start_registry(home: Path, ports: StackPorts) -> Running:
+    _, service = _services(home)
+    if (running := service.running()) is not None:
+        return running
+    folder = _jar_dir("registry")
+    runner = folder / "quarkus-run.jar"
+    if not runner.exists():
+        raise ZyncError(f"the schema registry is missing ({runner}); {INSTALL_HINT}")
+    java = find_java(21, "the schema registry (Apicurio 3.3)", "ZYNC_REGISTRY_JAVA_HOME")
+    command = [
+        java, "-Xms128m", "-Xmx512m", "-XX:TieredStopAtLevel=1",
+        "-Dquarkus.http.host=127.0.0.1", f"-Dquarkus.http.port={ports.registry}",
+        "-Dquarkus.log.level=WARN", "-Dquarkus.banner.enabled=false",
+        "-jar", str(runner),
+    ]  # fmt: skip
+    return service.start(
+        command, ports.registry, lambda: _registry_ready(ports.registry), REGISTRY_START_TIMEOUT_S
+    )
+
+
+# --- The stack as a whole -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    running: Running | None
+
+    def line(self) -> str:
+        if self.running is None:
+            return f"{self.name:9} stopped"
+        address = (
+            registry_url(self.running.port)
+            if self.name == "registry"
+            else f"127.0.0.1:{self.running.port}"
+        )
+        return f"{self.name:9} running  pid {self.running.pid:<7} {address}  log {self.running.log}"
+
+
+def stack_up(ports: StackPorts, home: Path | None = None) -> list[ServiceStatus]:
+    home = home or state_dir()
+    kafka = start_kafka(home, ports)
+    try:
+        registry = start_registry(home, ports)
+    except ZyncError:
+        stack_down(home)
+        raise
+    return [ServiceStatus("kafka", kafka), ServiceStatus("registry", registry)]
+
+
+def stack_down(home: Path | None = None) -> list[str]:
+    """Stop every service; the names of those that were running."""
+    stopped = []
+    for service in _services(home or state_dir()):
+        if service.stop():
+            stopped.append(service.name)
+    return stopped
+
+
+def stack_status(home: Path | None = None) -> list[ServiceStatus]:
+    return [ServiceStatus(s.name, s.running()) for s in _services(home or state_dir())]
