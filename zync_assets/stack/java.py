@@ -11,6 +11,8 @@ from functools import cache
 
 from zync_assets.errors import ZyncError
 
+JVM_DIRS = "/usr/lib/jvm/*/bin/java"  # where Debian and Temurin packages put JDKs
+
 
 @cache
 def java_version(java: str) -> int | None:
@@ -31,7 +33,7 @@ def _candidates(env_var: str) -> list[str]:
     on_path = shutil.which("java")
     if on_path:
         found.append(on_path)
-    found += sorted(glob.glob("/usr/lib/jvm/*/bin/java"))
+    found += sorted(glob.glob(JVM_DIRS))
     return [j for j in dict.fromkeys(found) if os.access(j, os.X_OK)]
 
 

@@ -65,14 +65,8 @@ class Service:
             return None
         return Running(info["pid"], info["port"], self.log)
 
-    def start(
-        self,
-        command: list[str],
-        port: int,
-        ready: Callable[[], bool],
-        timeout: float,
-        env: dict[str, str] | None = None,
-    ) -> Running:
+    def launch(self, command: list[str], port: int) -> subprocess.Popen:
+        """Start the process in its own process group, logging to `self.log`."""
         if not port_free(port):
             raise ZyncError(
                 f"port {port} for {self.name} is in use on 127.0.0.1; stop whatever listens "
@@ -87,9 +81,14 @@ class Service:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # own process group: stop() signals all of it
-                env={**os.environ, **(env or {})},
             )
         self.pid_file.write_text(json.dumps({"pid": proc.pid, "port": port}))
+        return proc
+
+    def wait_ready(
+        self, proc: subprocess.Popen, port: int, ready: Callable[[], bool], timeout: float
+    ) -> Running:
+        """Poll `ready` until it answers; stop the process and explain if it never does."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:

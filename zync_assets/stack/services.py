@@ -6,6 +6,7 @@ import base64
 import subprocess
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,10 +126,11 @@ def _kafka_ready(port: int) -> bool:
     return bool(metadata.brokers)
 
 
-def start_kafka(home: Path, ports: StackPorts) -> Running:
+def launch_kafka(home: Path, ports: StackPorts) -> Callable[[], Running]:
+    """Start Kafka (unless running); returns a call that waits until it answers."""
     service, _ = _services(home)
     if (running := service.running()) is not None:
-        return running
+        return lambda: running
     java = find_java(17, "Kafka", "ZYNC_KAFKA_JAVA_HOME")
     folder = home / "kafka"
     folder.mkdir(parents=True, exist_ok=True)
@@ -136,9 +138,9 @@ def start_kafka(home: Path, ports: StackPorts) -> Running:
     properties = folder / "server.properties"
     properties.write_text(_kafka_properties(home, ports))
     _format_kafka_storage(java, home, properties)
-    command = _kafka_command(java, home, "kafka.Kafka", str(properties))
-    return service.start(
-        command, ports.kafka, lambda: _kafka_ready(ports.kafka), KAFKA_START_TIMEOUT_S
+    proc = service.launch(_kafka_command(java, home, "kafka.Kafka", str(properties)), ports.kafka)
+    return lambda: service.wait_ready(
+        proc, ports.kafka, lambda: _kafka_ready(ports.kafka), KAFKA_START_TIMEOUT_S
     )
 
 
@@ -157,12 +159,12 @@ def _registry_ready(port: int) -> bool:
         return False
 
 
-def start_registry(home: Path, ports: StackPorts) -> Running:
+def launch_registry(home: Path, ports: StackPorts) -> Callable[[], Running]:
+    """Start the registry (unless running); returns a call that waits until it answers."""
     _, service = _services(home)
     if (running := service.running()) is not None:
-        return running
-    folder = _jar_dir("registry")
-    runner = folder / "quarkus-run.jar"
+        return lambda: running
+    runner = _jar_dir("registry") / "quarkus-run.jar"
     if not runner.exists():
         raise ZyncError(f"the schema registry is missing ({runner}); {INSTALL_HINT}")
     java = find_java(21, "the schema registry (Apicurio 3.3)", "ZYNC_REGISTRY_JAVA_HOME")
@@ -172,8 +174,9 @@ def start_registry(home: Path, ports: StackPorts) -> Running:
         "-Dquarkus.log.level=WARN", "-Dquarkus.banner.enabled=false",
         "-jar", str(runner),
     ]  # fmt: skip
-    return service.start(
-        command, ports.registry, lambda: _registry_ready(ports.registry), REGISTRY_START_TIMEOUT_S
+    proc = service.launch(command, ports.registry)
+    return lambda: service.wait_ready(
+        proc, ports.registry, lambda: _registry_ready(ports.registry), REGISTRY_START_TIMEOUT_S
     )
 
 
@@ -197,14 +200,14 @@ class ServiceStatus:
 
 
 def stack_up(ports: StackPorts, home: Path | None = None) -> list[ServiceStatus]:
+    """Start Kafka and the registry side by side and wait for both; all or nothing."""
     home = home or state_dir()
-    kafka = start_kafka(home, ports)
     try:
-        registry = start_registry(home, ports)
+        waits = [("kafka", launch_kafka(home, ports)), ("registry", launch_registry(home, ports))]
+        return [ServiceStatus(name, wait()) for name, wait in waits]
     except ZyncError:
         stack_down(home)
         raise
-    return [ServiceStatus("kafka", kafka), ServiceStatus("registry", registry)]
 
 
 def stack_down(home: Path | None = None) -> list[str]:

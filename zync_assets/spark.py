@@ -1,0 +1,71 @@
+"""The SparkSession zync uses: Delta enabled, jars from the local cache, never resolved online.
+
+`ZYNC_SPARK_MASTER` picks the master (default `local[*]`); an `sc://` URL connects
+through Spark Connect instead. Properties come from `resources/spark.conf`
+(or `$ZYNC_SPARK_CONF`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from zync_assets.errors import ZyncError
+from zync_assets.locations import INSTALL_HINT, jars_dir
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+# Java options that halve JVM start-up on small machines (C1 only, serial GC);
+# set ZYNC_SPARK_FAST_START=0 for long batch jobs that profit from the C2 compiler.
+_FAST_START_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def read_spark_conf(path: Path) -> dict[str, str]:
+    """`key value` lines; `#` starts a comment."""
+    conf = {}
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split(None, 1)
+        if len(parts) != 2:
+            raise ZyncError(f"{path}:{number}: expected `key value`, got {raw.strip()!r}")
+        conf[parts[0]] = parts[1].strip()
+    return conf
+
+
+def _conf_file() -> Path | None:
+    if os.environ.get("ZYNC_SPARK_CONF"):
+        return Path(os.environ["ZYNC_SPARK_CONF"])
+    for candidate in (Path("resources/spark.conf"), _PACKAGE_ROOT / "resources" / "spark.conf"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def delta_jars() -> list[str]:
+    folder = jars_dir() / "spark"
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    if not any("delta-spark" in Path(j).name for j in jars):
+        raise ZyncError(f"the Delta Lake jars are missing from {folder}; {INSTALL_HINT}")
+    return jars
+
+
+def spark_session(app_name: str = "zync") -> SparkSession:
+    """The process's SparkSession (created on first use, then shared)."""
+    master = os.environ.get("ZYNC_SPARK_MASTER", "local[*]")
+    if master.startswith("sc://"):
+        return SparkSession.builder.remote(master).appName(app_name).getOrCreate()
+    conf_file = _conf_file()
+    conf = read_spark_conf(conf_file) if conf_file else {}
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    builder = builder.config("spark.jars", ",".join(delta_jars()))
+    if os.environ.get("ZYNC_SPARK_FAST_START", "1") != "0":
+        opts = f"{_FAST_START_OPTS} {conf.get('spark.driver.extraJavaOptions', '')}".strip()
+        builder = builder.config("spark.driver.extraJavaOptions", opts)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

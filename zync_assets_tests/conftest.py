@@ -1,0 +1,108 @@
+"""Session fixtures: one private stack (Kafka + registry on free ports) and one SparkSession.
+
+Both are real: the broker and registry run from the jars scripts/install.sh
+fetched, in a temporary `.zync/`, and are stopped at the end even on failure.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from zync_assets.kafka.registry import Registry
+from zync_assets.settings import KafkaSettings, RegistrySettings
+from zync_assets.stack.services import StackPorts, registry_url, stack_down, stack_up
+
+ZYNC = str(Path(sys.executable).parent / "zync")
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    # Turn `timeout`/CI cancellation into a normal exit so the stack fixture stops its JVMs.
+    raise SystemExit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class Stack:
+    home: Path
+    kafka: KafkaSettings
+    registry_settings: RegistrySettings
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """Environment for a `zync` subprocess that talks to this stack."""
+        return {
+            **os.environ,
+            "ZYNC_KAFKA_BOOTSTRAP": self.kafka.bootstrap_servers,
+            "ZYNC_SCHEMA_REGISTRY_URL": self.registry_settings.url,
+            **extra,
+        }
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    home = tmp_path_factory.mktemp("stack") / ".zync"
+    ports = StackPorts(kafka=free_port(), registry=free_port(), controller=free_port())
+    saved = {k: os.environ.get(k) for k in ("ZYNC_KAFKA_BOOTSTRAP", "ZYNC_SCHEMA_REGISTRY_URL")}
+    try:
+        stack_up(ports, home)
+        started = Stack(
+            home,
+            KafkaSettings(f"127.0.0.1:{ports.kafka}"),
+            RegistrySettings(registry_url(ports.registry)),
+        )
+        os.environ["ZYNC_KAFKA_BOOTSTRAP"] = started.kafka.bootstrap_servers
+        os.environ["ZYNC_SCHEMA_REGISTRY_URL"] = started.registry_settings.url
+        yield started
+    finally:
+        stack_down(home)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def registry(stack: Stack) -> Registry:
+    return Registry(stack.registry_settings)
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    """A topic name no other test uses."""
+    return f"{request.node.name[:40].replace('[', '_').replace(']', '')}_{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from zync_assets.spark import spark_session
+
+    session = spark_session("zync-tests")
+    yield session
+    session.stop()
+
+
+def run_zync(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run the real `zync` console script."""
+    return subprocess.run(
+        [ZYNC, *args], input=stdin, capture_output=True, text=True, env=env, timeout=timeout
+    )

@@ -1,0 +1,62 @@
+"""`zync stack` failure modes, each a one-line error."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from zync_assets.errors import ZyncError
+from zync_assets.stack import java
+from zync_assets.stack.process import Service
+from zync_assets.stack.services import StackPorts, stack_status, stack_up
+from zync_assets_tests.conftest import Stack, free_port, run_zync
+
+
+def test_port_in_use_is_refused(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ZyncError, match=f"port {port} for kafka is in use"):
+            stack_up(StackPorts(kafka=port, registry=free_port()), tmp_path / ".zync")
+    assert all(s.running is None for s in stack_status(tmp_path / ".zync"))
+
+
+def test_missing_jars_point_at_the_installer(tmp_path: Path) -> None:
+    done = run_zync(
+        "stack", "up", env={"PATH": "/usr/bin:/bin", "ZYNC_JARS": str(tmp_path), "HOME": "/tmp"}
+    )
+    assert done.returncode == 1
+    assert "jars are missing" in done.stderr and "scripts/install.sh" in done.stderr
+
+
+def test_missing_java_is_explained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(java, "JVM_DIRS", str(tmp_path / "*" / "bin" / "java"))
+    with pytest.raises(ZyncError, match="Java is not installed"):
+        java.find_java(17, "Kafka", "ZYNC_KAFKA_JAVA_HOME")
+
+
+def test_too_old_java_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ZyncError, match=r"needs Java 99\+, found only"):
+        java.find_java(99, "a future registry", "ZYNC_REGISTRY_JAVA_HOME")
+
+
+def test_a_service_that_dies_while_starting_names_its_log(tmp_path: Path) -> None:
+    service = Service("broken", tmp_path / "run")
+    port = free_port()
+    proc = service.launch(["sh", "-c", "echo boom; exit 3"], port)
+    with pytest.raises(ZyncError, match=r"broken exited with status 3.*see its log: .*broken\.log"):
+        service.wait_ready(proc, port, lambda: False, timeout=10)
+    assert "boom" in service.log.read_text()
+
+
+def test_status_reports_the_running_stack(stack: Stack) -> None:
+    done = run_zync("stack", "status", env=stack.env(ZYNC_HOME=str(stack.home)))
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("kafka") and "running" in lines[0]
+    assert lines[1].startswith("registry") and stack.registry_settings.url in lines[1]
