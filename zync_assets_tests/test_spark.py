@@ -11,7 +11,9 @@ pytestmark = pytest.mark.integration
 
 def test_delta_table_write_and_read(spark, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
-    spark.createDataFrame([(1, "a"), (2, "b")], "id long, s string").write.format("delta").save(path)
+    spark.createDataFrame([(1, "a"), (2, "b")], "id long, s string").write.format("delta").save(
+        path
+    )
     spark.createDataFrame([(3, "c")], "id long, s string").write.format("delta").mode(
         "append"
     ).save(path)

@@ -12,7 +12,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from zync_assets.kafka.consume import topic_offsets
+from zync_assets.kafka.offsets import topic_offsets
 from zync_assets_tests.conftest import Stack, run_zync
 from zync_assets_tests.test_codec import EVERY_TYPE, EVERY_VALUE
 
@@ -57,7 +57,10 @@ def test_inferred_schema_and_metadata(stack: Stack, topic: str) -> None:
     records = consume_all(stack, topic, "--metadata")
     assert [r["value"] for r in records] == [{"a": 1.0, "b": {"c": "x"}}, {"a": 2.5, "b": None}]
     assert [r["key"] for r in records] == [None, None]
-    assert [(r["kafka"]["topic"], r["kafka"]["offset"]) for r in records] == [(topic, 0), (topic, 1)]
+    assert [(r["kafka"]["topic"], r["kafka"]["offset"]) for r in records] == [
+        (topic, 0),
+        (topic, 1),
+    ]
     assert records[0]["kafka"]["timestamp"].endswith("Z")
 
 
@@ -84,7 +87,9 @@ def test_confluent_serializer_and_deserializer_interoperate(stack: Stack, topic:
 
     ensure_topic(stack.kafka, topic)
     producer = Producer({"bootstrap.servers": stack.kafka.bootstrap_servers})
-    producer.produce(topic, value=serializer(value, SerializationContext(topic, MessageField.VALUE)))
+    producer.produce(
+        topic, value=serializer(value, SerializationContext(topic, MessageField.VALUE))
+    )
     assert producer.flush(10) == 0
     assert consume_all(stack, topic) == [{"key": None, "value": EVERY_VALUE}]
 

@@ -10,8 +10,9 @@ from typing import Any, TextIO
 import click
 
 from zync_assets.errors import ZyncError
-from zync_assets.kafka.consume import Undecodable, topic_offsets
+from zync_assets.kafka.consume import Undecodable
 from zync_assets.kafka.consume import consume as consume_topic
+from zync_assets.kafka.offsets import topic_offsets
 from zync_assets.kafka.produce import parse_lines
 from zync_assets.kafka.produce import produce as produce_lines
 from zync_assets.kafka.registry import Registry

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicPartition
 
 from zync_assets.codec.avro import DecodeError, Decoder
 from zync_assets.codec.render import render_datetime, to_json_value
@@ -16,31 +16,6 @@ from zync_assets.errors import ZyncError
 from zync_assets.kafka import clients
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings
-
-
-@dataclass(frozen=True)
-class PartitionOffsets:
-    partition: int
-    low: int
-    high: int
-
-
-def topic_offsets(kafka: KafkaSettings, topic: str) -> list[PartitionOffsets]:
-    """Low and high watermark of every partition of `topic`."""
-    partitions = clients.partitions_of(kafka, topic)
-    consumer = clients.consumer(kafka)
-    try:
-        result = []
-        for partition in partitions:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=clients.CONNECT_TIMEOUT_S
-            )
-            result.append(PartitionOffsets(partition, low, high))
-        return result
-    except KafkaException as exc:
-        raise clients.unreachable(kafka, exc.args[0].str()) from exc
-    finally:
-        consumer.close()
 
 
 @dataclass(frozen=True)

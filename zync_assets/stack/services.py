@@ -172,6 +172,9 @@ def launch_registry(home: Path, ports: StackPorts) -> Callable[[], Running]:
         java, "-Xms128m", "-Xmx512m", "-XX:TieredStopAtLevel=1",
         "-Dquarkus.http.host=127.0.0.1", f"-Dquarkus.http.port={ports.registry}",
         "-Dquarkus.log.level=WARN", "-Dquarkus.banner.enabled=false",
+        # Schemas must outlive a restart as the topics do: H2 file storage under .zync/.
+        "-Dapicurio.storage.kind=sql", "-Dapicurio.storage.sql.kind=h2",
+        f"-Dapicurio.datasource.url=jdbc:h2:file:{home / 'registry' / 'schemas'}",
         "-jar", str(runner),
     ]  # fmt: skip
     proc = service.launch(command, ports.registry)

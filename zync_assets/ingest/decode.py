@@ -1,0 +1,112 @@
+"""Decode Confluent-framed Avro inside Spark, one `from_avro` per writer schema id.
+
+The 4-byte schema id is read in SQL; the driver fetches each distinct id's schema
+once from the registry and builds a CASE over the ids, so decoding runs in the
+JVM on the executors and every record keeps its own writer schema. The decoded
+value becomes a VARIANT, which keeps each record's own shape and tells a missing
+field from a null one.
+
+A message that cannot be decoded gets a dead-letter reason instead of a value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import from_avro
+from pyspark.sql.utils import AnalysisException
+
+from zync_assets.codec.avro import CORRUPT, NOT_FRAMED, UNKNOWN_SCHEMA
+
+UNSUPPORTED_SCHEMA = "unsupported-schema"
+NOT_FRAMED_ID = -1  # marker in the schema-id column for bytes without the Confluent header
+_AVRO_OPTIONS = {"mode": "PERMISSIVE"}  # corrupt bytes decode to NULL, not a failed job
+
+
+def schema_id_column(raw: str) -> Column:
+    """Schema id of a framed message; NULL when empty (tombstone), -1 when not framed."""
+    data = F.col(raw)
+    framed = (F.length(data) >= 5) & (F.substring(data, 1, 1) == F.lit(b"\x00"))
+    as_int = F.conv(F.hex(F.substring(data, 2, 4)), 16, 10).cast("long")
+    return (
+        F.when(data.isNull() | (F.length(data) == 0), F.lit(None).cast("long"))
+        .when(framed, as_int)
+        .otherwise(F.lit(NOT_FRAMED_ID).cast("long"))
+    )
+
+
+@dataclass(frozen=True)
+class WriterSchemas:
+    """Writer schemas by id for one batch; ids the registry does not know are kept apart."""
+
+    known: dict[int, Any]
+    unknown: set[int]
+    unsupported: dict[int, str]
+
+
+def fetch_schemas(ids: Iterable[int], lookup: Callable[[int], Any]) -> WriterSchemas:
+    known: dict[int, Any] = {}
+    unknown: set[int] = set()
+    for schema_id in sorted(set(ids)):
+        try:
+            known[schema_id] = lookup(schema_id)
+        except LookupError:
+            unknown.add(schema_id)
+    return WriterSchemas(known, unknown, {})
+
+
+def _to_variant(decoded: Column, schema: Any) -> Column:
+    complex_type = isinstance(schema, dict) and schema.get("type") in ("record", "map", "array")
+    return F.to_variant_object(decoded) if complex_type else decoded.cast("variant")
+
+
+def _variant_for(raw: str, schema: Any) -> Column:
+    body = F.expr(f"substring({raw}, 6)")
+    return _to_variant(from_avro(body, json.dumps(schema), _AVRO_OPTIONS), schema)
+
+
+def check_schemas(frame: DataFrame, raw: str, schemas: WriterSchemas) -> WriterSchemas:
+    """Move schemas Spark cannot decode (e.g. recursive records) to `unsupported`."""
+    known, unsupported = {}, dict(schemas.unsupported)
+    for schema_id, schema in schemas.known.items():
+        try:
+            _ = frame.limit(0).select(_variant_for(raw, schema)).schema  # analysis only
+            known[schema_id] = schema
+        except AnalysisException as exc:
+            unsupported[schema_id] = str(exc).splitlines()[0][:300]
+    return WriterSchemas(known, schemas.unknown, unsupported)
+
+
+def decoded_column(raw: str, schema_id: str, schemas: WriterSchemas) -> Column:
+    """The VARIANT value of `raw` decoded with its writer schema (NULL if it cannot be)."""
+    result = F.lit(None).cast("variant")
+    for sid, schema in schemas.known.items():
+        result = F.when(F.col(schema_id) == sid, _variant_for(raw, schema)).otherwise(result)
+    return result
+
+
+def problem_column(raw: str, schema_id: str, decoded: str, schemas: WriterSchemas) -> Column:
+    """Why `raw` cannot be ingested, or NULL when it can."""
+    sid = F.col(schema_id)
+    unsupported = list(schemas.unsupported)
+    return (
+        F.when(sid.isNull(), F.lit(None).cast("string"))
+        .when(sid == NOT_FRAMED_ID, F.lit(f"{NOT_FRAMED}: no Confluent Avro header"))
+        .when(
+            sid.isin(list(schemas.unknown)) if schemas.unknown else F.lit(False),
+            F.concat(F.lit(f"{UNKNOWN_SCHEMA}: schema id "), sid.cast("string")),
+        )
+        .when(
+            sid.isin(unsupported) if unsupported else F.lit(False),
+            F.concat(F.lit(f"{UNSUPPORTED_SCHEMA}: schema id "), sid.cast("string")),
+        )
+        .when(
+            F.col(decoded).isNull(),
+            F.concat(F.lit(f"{CORRUPT}: does not decode with schema id "), sid.cast("string")),
+        )
+    )

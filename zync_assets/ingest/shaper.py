@@ -1,0 +1,97 @@
+"""Shapers: a Spark SQL select list that reshapes `key`/`value` of each envelope before commit.
+
+Example shaper file (keep only the row image of a Debezium envelope):
+
+    key,
+    value:after AS value
+
+The select list runs over the envelope (`kafka`, `key`, `value`); it may yield `key`
+and/or `value` (anything else is refused, `kafka` above all: ingest and the ETL
+cursors rely on it), and it must keep one output row per input row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
+from pyspark.sql.utils import AnalysisException, ParseException
+
+from zync_assets.errors import ZyncError
+
+SHAPEABLE = ("key", "value")
+
+
+@dataclass(frozen=True)
+class Shaper:
+    select_list: str
+    origin: str  # the file it came from, for error messages
+
+    @classmethod
+    def from_file(cls, path: str) -> Shaper:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ZyncError(f"cannot read shaper {path}: {exc.strerror}") from exc
+        lines = [line for line in text.splitlines() if not line.strip().startswith("--")]
+        select_list = "\n".join(lines).strip().rstrip(";")
+        if not select_list:
+            raise ZyncError(f"shaper {path} is empty: write a select list such as `key, value`")
+        return cls(select_list, path)
+
+    def apply(self, envelopes: DataFrame) -> DataFrame:
+        view = f"zync_envelope_{uuid.uuid4().hex}"
+        envelopes.createOrReplaceTempView(view)
+        spark = envelopes.sparkSession
+        try:
+            shaped = spark.sql(
+                f"SELECT kafka AS __zync_kafka, key AS __zync_key, value AS __zync_value, "
+                f"{self.select_list} FROM {view}"
+            )
+        except (ParseException, AnalysisException) as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise ZyncError(f"shaper {self.origin} is not valid Spark SQL: {first}") from exc
+        finally:
+            spark.catalog.dropTempView(view)
+        return self._checked(shaped)
+
+    def _checked(self, shaped: DataFrame) -> DataFrame:
+        outputs = shaped.columns[3:]
+        if "kafka" in outputs:
+            raise ZyncError(
+                f"shaper {self.origin} changes `kafka`; a shaper may reshape key and value only"
+            )
+        others = [c for c in outputs if c not in SHAPEABLE]
+        if others or len(set(outputs)) != len(outputs):
+            raise ZyncError(
+                f"shaper {self.origin} yields {', '.join(outputs)}; "
+                "it must yield `key` and/or `value` (each once)"
+            )
+        plan = shaped._jdf.queryExecution().analyzed().toString()
+        if "Generate " in plan or "Aggregate " in plan:
+            raise ZyncError(
+                f"shaper {self.origin} changes the number of rows (explode or aggregate); "
+                "it must keep one row per message"
+            )
+        return shaped.select(
+            F.col("__zync_kafka").alias("kafka"),
+            *(
+                (_as_variant(shaped, name) if name in outputs else F.col(f"__zync_{name}")).alias(
+                    name
+                )
+                for name in SHAPEABLE
+            ),
+        )
+
+
+def _as_variant(frame: DataFrame, name: str):
+    data_type = frame.schema[name].dataType
+    if isinstance(data_type, VariantType):
+        return F.col(name)
+    if isinstance(data_type, StructType | MapType | ArrayType):
+        return F.to_variant_object(F.col(name))
+    return F.col(name).cast("variant")
