@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from zync_assets.cli.pipeline import from_kafka
 from zync_assets.cli.stack import stack
 from zync_assets.cli.topics import consume, info, ls, produce
 from zync_assets.errors import ZyncError
@@ -26,7 +27,7 @@ def zync(verbose: bool) -> None:
         logging.getLogger("zync.librdkafka").setLevel(logging.CRITICAL)
 
 
-for command in (stack, ls, produce, consume, info):
+for command in (stack, ls, produce, consume, info, from_kafka):
     zync.add_command(command)
 
 

@@ -60,14 +60,28 @@ def fetch_schemas(ids: Iterable[int], lookup: Callable[[int], Any]) -> WriterSch
     return WriterSchemas(known, unknown, {})
 
 
+def _required_fields(schema: Any) -> list[str]:
+    """Top-level record fields that can never be null (a null there means corrupt bytes)."""
+    if not (isinstance(schema, dict) and schema.get("type") == "record"):
+        return []
+    return [
+        f["name"]
+        for f in schema["fields"]
+        if f["type"] != "null" and not (isinstance(f["type"], list) and "null" in f["type"])
+    ]
+
+
 def _to_variant(decoded: Column, schema: Any) -> Column:
     complex_type = isinstance(schema, dict) and schema.get("type") in ("record", "map", "array")
     return F.to_variant_object(decoded) if complex_type else decoded.cast("variant")
 
 
+def _from_avro(raw: str, schema: Any) -> Column:
+    return from_avro(F.expr(f"substring({raw}, 6)"), json.dumps(schema), _AVRO_OPTIONS)
+
+
 def _variant_for(raw: str, schema: Any) -> Column:
-    body = F.expr(f"substring({raw}, 6)")
-    return _to_variant(from_avro(body, json.dumps(schema), _AVRO_OPTIONS), schema)
+    return _to_variant(_from_avro(raw, schema), schema)
 
 
 def check_schemas(frame: DataFrame, raw: str, schemas: WriterSchemas) -> WriterSchemas:
@@ -82,31 +96,46 @@ def check_schemas(frame: DataFrame, raw: str, schemas: WriterSchemas) -> WriterS
     return WriterSchemas(known, schemas.unknown, unsupported)
 
 
-def decoded_column(raw: str, schema_id: str, schemas: WriterSchemas) -> Column:
-    """The VARIANT value of `raw` decoded with its writer schema (NULL if it cannot be)."""
-    result = F.lit(None).cast("variant")
-    for sid, schema in schemas.known.items():
-        result = F.when(F.col(schema_id) == sid, _variant_for(raw, schema)).otherwise(result)
-    return result
+def decode_side(frame: DataFrame, side: str, schemas: WriterSchemas) -> DataFrame:
+    """Add `<side>` (VARIANT) and `<side>_problem` for the bytes in `<side>_bytes`.
 
-
-def problem_column(raw: str, schema_id: str, decoded: str, schemas: WriterSchemas) -> Column:
-    """Why `raw` cannot be ingested, or NULL when it can."""
-    sid = F.col(schema_id)
-    unsupported = list(schemas.unsupported)
-    return (
+    Each schema id decodes into its own struct column first, so `from_avro` runs
+    once per message; Spark's PERMISSIVE mode turns corrupt bytes into NULL or an
+    all-NULL struct, which shows as a NULL in a field the schema requires.
+    """
+    raw, sid = f"{side}_bytes", F.col(f"{side}_id")
+    structs = {i: f"__{side}_{i}" for i in schemas.known}
+    staged = frame.select(
+        "*",
+        *(
+            F.when(sid == i, _from_avro(raw, schemas.known[i])).alias(name)
+            for i, name in structs.items()
+        ),
+    )
+    value = F.lit(None).cast("variant")
+    broken = F.lit(False)
+    for i, name in structs.items():
+        schema = schemas.known[i]
+        value = F.when(sid == i, _to_variant(F.col(name), schema)).otherwise(value)
+        required = _required_fields(schema)
+        bad = F.col(name).isNull()
+        for field_name in required:
+            bad = bad | F.col(name)[field_name].isNull()
+        broken = F.when(sid == i, bad).otherwise(broken)
+    problem = (
         F.when(sid.isNull(), F.lit(None).cast("string"))
         .when(sid == NOT_FRAMED_ID, F.lit(f"{NOT_FRAMED}: no Confluent Avro header"))
         .when(
-            sid.isin(list(schemas.unknown)) if schemas.unknown else F.lit(False),
+            sid.isin(sorted(schemas.unknown)) if schemas.unknown else F.lit(False),
             F.concat(F.lit(f"{UNKNOWN_SCHEMA}: schema id "), sid.cast("string")),
         )
         .when(
-            sid.isin(unsupported) if unsupported else F.lit(False),
+            sid.isin(sorted(schemas.unsupported)) if schemas.unsupported else F.lit(False),
             F.concat(F.lit(f"{UNSUPPORTED_SCHEMA}: schema id "), sid.cast("string")),
         )
         .when(
-            F.col(decoded).isNull(),
+            broken,
             F.concat(F.lit(f"{CORRUPT}: does not decode with schema id "), sid.cast("string")),
         )
     )
+    return staged.select(*frame.columns, value.alias(side), problem.alias(f"{side}_problem"))

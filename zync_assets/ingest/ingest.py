@@ -200,16 +200,10 @@ def _decode(envelopes: DataFrame, registry: Registry) -> DataFrame:
     schemas = decode.check_schemas(
         framed, "value_bytes", decode.fetch_schemas(ids, registry.schema_by_id)
     )
-    decoded = framed.select(
-        "*",
-        decode.decoded_column("key_bytes", "key_id", schemas).alias("key"),
-        decode.decoded_column("value_bytes", "value_id", schemas).alias("value"),
-    )
+    decoded = decode.decode_side(decode.decode_side(framed, "key", schemas), "value", schemas)
     problem = F.coalesce(
-        F.concat(F.lit("key "), decode.problem_column("key_bytes", "key_id", "key", schemas)),
-        F.concat(
-            F.lit("value "), decode.problem_column("value_bytes", "value_id", "value", schemas)
-        ),
+        F.concat(F.lit("key "), F.col("key_problem")),
+        F.concat(F.lit("value "), F.col("value_problem")),
     )
     return decoded.withColumn("problem", problem)
 

@@ -1,0 +1,115 @@
+"""`zync from-kafka` (and later etl, to-kafka): the pipeline stages from the terminal."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+from zync_assets.errors import ZyncError
+from zync_assets.ingest.follow import follow
+from zync_assets.ingest.ingest import IngestResult, ingest
+from zync_assets.ingest.shaper import Shaper
+from zync_assets.kafka.registry import Registry
+from zync_assets.settings import kafka_settings, registry_settings
+from zync_assets.spec import load_spec
+from zync_assets.timeparse import parse_duration
+
+
+def _routes(topic: str | None, pool: str | None, specs: tuple[str, ...]) -> dict[str, list[str]]:
+    if bool(topic) != bool(pool):
+        raise ZyncError("give both --topic and --pool, or spec files")
+    pools: dict[str, list[str]] = {pool: [topic]} if topic and pool else {}
+    for path in specs:
+        for name, topics in load_spec(path).raw_pools().items():
+            pools.setdefault(name, [])
+            pools[name] += [t for t in topics if t not in pools[name]]
+    if not pools:
+        raise ZyncError("nothing to ingest: give --topic and --pool, or spec files with inputs")
+    return pools
+
+
+def _shaper(option: str | None, specs: tuple[str, ...]) -> Shaper | None:
+    if option:
+        return Shaper.from_file(option)
+    shapers = {str(s.shaper) for s in map(load_spec, specs) if s.shaper}
+    if len(shapers) > 1:
+        raise ZyncError(f"the specs name different shapers ({', '.join(sorted(shapers))})")
+    return Shaper.from_file(shapers.pop()) if shapers else None
+
+
+def describe(result: IngestResult) -> str:
+    if result.run is None:
+        return f"pool {result.pool}: {result.note or 'nothing new'}"
+    spans = ", ".join(f"{r.topic}[{r.partition}] {r.start}..{r.end - 1}" for r in result.ranges)
+    return (
+        f"pool {result.pool} run {result.run}: {result.rows} rows, "
+        f"{result.dead_letters} dead letters ({spans})"
+    )
+
+
+@contextmanager
+def _graceful_stop() -> Iterator[list[bool]]:
+    """First Ctrl-C/SIGTERM: finish the current commit, then stop. Second: stop now."""
+    flag = [False]
+
+    def handler(signum: int, _frame: object) -> None:
+        if flag[0]:
+            raise KeyboardInterrupt
+        flag[0] = True
+        click.echo("zync: stopping after the current commit (Ctrl-C again to abort)", err=True)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield flag
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@click.command("from-kafka")
+@click.option("--topic", "-t", help="Topic to ingest (with --pool).")
+@click.option("--pool", "-p", help="Raw pool to ingest into (with --topic).")
+@click.option("--shaper", type=click.Path(dir_okay=False), help="SQL select list over envelopes.")
+@click.option("--interval", default="5s", show_default=True, help="Longest wait between commits.")
+@click.option("--max-records", type=int, help="At most this many messages per commit.")
+@click.option("--exit-after", help="Stop once no new message arrived for this long (e.g. 5s).")
+@click.option("--once", is_flag=True, help="One pass up to the current end offsets, then exit.")
+@click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
+def from_kafka(
+    topic: str | None,
+    pool: str | None,
+    shaper: str | None,
+    interval: str,
+    max_records: int | None,
+    exit_after: str | None,
+    once: bool,
+    specs: tuple[str, ...],
+) -> None:
+    """Ingest Kafka topics into raw pools, exactly once; continuous unless --once/--exit-after."""
+    routes = _routes(topic, pool, specs)
+    the_shaper = _shaper(shaper, specs)
+    kafka, registry = kafka_settings(), Registry(registry_settings())
+    from zync_assets.spark import spark_session
+
+    started = time.monotonic()
+    spark = spark_session()
+    click.echo(f"spark ready ({time.monotonic() - started:.1f}s)", err=True)
+
+    def run_once() -> list[IngestResult]:
+        return [
+            ingest(spark, name, topics, kafka, registry, shaper=the_shaper, max_records=max_records)
+            for name, topics in routes.items()
+        ]
+
+    with _graceful_stop() as stop:
+        follow(
+            run_once,
+            lambda result: click.echo(describe(result)),
+            interval=parse_duration(interval),
+            idle_timeout=0.0 if once else (parse_duration(exit_after) if exit_after else None),
+            stop_requested=lambda: stop[0],
+        )

@@ -1,0 +1,1 @@
+"""ETL: raw pools → staging pools with done records, cursors and expiry."""

@@ -1,0 +1,129 @@
+"""ETL spec files (`etl_specs/*.yaml`): routes of topics to pools, and transform rules.
+
+This module parses and validates the file's structure; the ETL stage checks the
+SQL of each rule against Spark. Every error names the file (and rule and field).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from zync_assets.errors import ZyncError
+from zync_assets.pools import POOL_NAME
+
+
+@dataclass(frozen=True)
+class Route:
+    topic: str
+    pool: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    number: int  # 1-based position in `transforms`
+    type: str
+    out: str
+    sql: str
+    where: str | None = None
+    input: str | None = None  # stateless: `in`
+    left: str | None = None
+    right: str | None = None
+    join_on: tuple[str, str] | None = None
+    expire_after: str | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: Path
+    inputs: list[Route]
+    outputs: list[Route]
+    transforms: list[Rule] = field(default_factory=list)
+    shaper: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    def raw_pools(self) -> dict[str, list[str]]:
+        """pool -> its input topics, in file order."""
+        pools: dict[str, list[str]] = {}
+        for route in self.inputs:
+            pools.setdefault(route.pool, []).append(route.topic)
+        return pools
+
+
+class SpecError(ZyncError):
+    pass
+
+
+def _fail(path: Path, where: str, problem: str) -> SpecError:
+    return SpecError(f"{path}: {where}: {problem}" if where else f"{path}: {problem}")
+
+
+def load_spec(path: str | Path) -> Spec:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise SpecError(f"cannot read spec {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(data, dict):
+        raise _fail(path, "", "expected a mapping with inputs, outputs and transforms")
+    unknown = set(data) - {"inputs", "outputs", "transforms", "shaper"}
+    if unknown:
+        raise _fail(path, "", f"unknown section(s) {', '.join(sorted(unknown))}")
+    inputs = _routes(path, data, "inputs", required=True)
+    outputs = _routes(path, data, "outputs", required=False)
+    seen: dict[str, str] = {}
+    for route in inputs + outputs:
+        if route.topic in seen and seen[route.topic] != route.pool:
+            raise _fail(
+                path, "", f"topic {route.topic!r} is routed to two pools "
+                f"({seen[route.topic]!r} and {route.pool!r})",
+            )  # fmt: skip
+        if route.topic in seen:
+            raise _fail(path, "", f"topic {route.topic!r} is listed twice")
+        seen[route.topic] = route.pool
+    shaper = data.get("shaper")
+    shaper_path = (path.parent / shaper) if isinstance(shaper, str) else None
+    if shaper is not None and shaper_path is None:
+        raise _fail(path, "shaper", "expected the path of a .sql file")
+    transforms = _rules(path, data.get("transforms") or [], inputs, outputs)
+    return Spec(path, inputs, outputs, transforms, shaper_path)
+
+
+def _routes(path: Path, data: dict, section: str, required: bool) -> list[Route]:
+    items = data.get(section)
+    if items is None:
+        if required:
+            raise _fail(path, section, "missing: list {topic, pool} entries")
+        return []
+    if not isinstance(items, list) or not items:
+        raise _fail(path, section, "expected a non-empty list of {topic, pool}")
+    routes = []
+    for index, item in enumerate(items, start=1):
+        where = f"{section}[{index}]"
+        if not isinstance(item, dict) or set(item) != {"topic", "pool"}:
+            raise _fail(path, where, "expected exactly {topic: ..., pool: ...}")
+        topic, pool = item["topic"], item["pool"]
+        if not isinstance(topic, str) or not topic:
+            raise _fail(path, where, "topic must be a non-empty string")
+        if not isinstance(pool, str) or not POOL_NAME.match(pool):
+            raise _fail(path, where, f"invalid pool name {pool!r} (letters, digits, _ and -)")
+        routes.append(Route(topic, pool))
+    return routes
+
+
+def _rules(path: Path, items: Any, inputs: list[Route], outputs: list[Route]) -> list[Rule]:
+    from zync_assets.etl.rules import parse_rules
+
+    return parse_rules(path, items, inputs, outputs)
+
+
+def find_specs(folder: str | Path = "etl_specs") -> list[Path]:
+    return sorted(Path(folder).glob("*.yaml")) + sorted(Path(folder).glob("*.yml"))
