@@ -19,6 +19,7 @@ _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # Java options that halve JVM start-up on small machines (C1 only, serial GC);
 # set ZYNC_SPARK_FAST_START=0 for long batch jobs that profit from the C2 compiler.
 _FAST_START_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+_LOG4J2 = Path(__file__).resolve().parent / "log4j2-spark.properties"
 
 
 def read_spark_conf(path: Path) -> dict[str, str]:
@@ -63,9 +64,10 @@ def spark_session(app_name: str = "zync") -> SparkSession:
     for key, value in conf.items():
         builder = builder.config(key, value)
     builder = builder.config("spark.jars", ",".join(delta_jars()))
+    opts = [f"-Dlog4j2.configurationFile={_LOG4J2}", conf.get("spark.driver.extraJavaOptions", "")]
     if os.environ.get("ZYNC_SPARK_FAST_START", "1") != "0":
-        opts = f"{_FAST_START_OPTS} {conf.get('spark.driver.extraJavaOptions', '')}".strip()
-        builder = builder.config("spark.driver.extraJavaOptions", opts)
+        opts.insert(0, _FAST_START_OPTS)
+    builder = builder.config("spark.driver.extraJavaOptions", " ".join(o for o in opts if o))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session

@@ -58,7 +58,7 @@ class Stack:
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     home = tmp_path_factory.mktemp("stack") / ".zync"
-    ports = StackPorts(kafka=free_port(), registry=free_port(), controller=free_port())
+    ports = StackPorts(free_port(), free_port(), free_port(), free_port())
     saved = {k: os.environ.get(k) for k in ("ZYNC_KAFKA_BOOTSTRAP", "ZYNC_SCHEMA_REGISTRY_URL")}
     try:
         stack_up(ports, home)
@@ -106,3 +106,35 @@ def run_zync(
     return subprocess.run(
         [ZYNC, *args], input=stdin, capture_output=True, text=True, env=env, timeout=timeout
     )
+
+
+@pytest.fixture
+def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private lake directory for the test (ZYNC_LAKE)."""
+    folder = tmp_path / "lake"
+    monkeypatch.setenv("ZYNC_LAKE", str(folder))
+    return folder
+
+
+def produce_json(
+    stack: Stack,
+    topic: str,
+    records: list[tuple[object, object]],
+    value_schema: object = None,
+    partitions: int = 1,
+) -> None:
+    """Produce (key, value) pairs as Avro through zync's own producer."""
+    from zync_assets.kafka.produce import Line, produce
+    from zync_assets.kafka.registry import Registry
+
+    lines = [Line(i + 1, key, value) for i, (key, value) in enumerate(records)]
+    registry = Registry(stack.registry_settings)
+    produce(topic, lines, stack.kafka, registry, value_schema=value_schema, partitions=partitions)
+
+
+def produce_bytes(stack: Stack, topic: str, messages: list[tuple[bytes | None, bytes | None]]):
+    from zync_assets.kafka.clients import ensure_topic
+    from zync_assets.kafka.produce import send
+
+    ensure_topic(stack.kafka, topic)
+    send(stack.kafka, topic, messages)

@@ -18,10 +18,13 @@ def stack() -> None:
 @click.option("--kafka-port", default=9092, show_default=True, help="Kafka listener port.")
 @click.option("--controller-port", type=int, help="KRaft controller port [default: kafka+1].")
 @click.option("--registry-port", default=8081, show_default=True, help="Schema registry port.")
-def up(kafka_port: int, controller_port: int | None, registry_port: int) -> None:
+@click.option("--management-port", type=int, help="Registry health port [default: registry+1].")
+def up(
+    kafka_port: int, controller_port: int | None, registry_port: int, management_port: int | None
+) -> None:
     """Start Kafka and the registry on 127.0.0.1 and wait until both answer."""
     started = time.monotonic()
-    ports = StackPorts(kafka=kafka_port, registry=registry_port, controller=controller_port)
+    ports = StackPorts(kafka_port, registry_port, controller_port, management_port)
     for status in stack_up(ports):
         click.echo(status.line())
     click.echo(f"stack is up ({time.monotonic() - started:.1f}s)")

@@ -26,10 +26,15 @@ class StackPorts:
     kafka: int = 9092
     registry: int = 8081
     controller: int | None = None  # default: kafka + 1
+    management: int | None = None  # registry health/metrics; default: registry + 1
 
     @property
     def kafka_controller(self) -> int:
         return self.controller or self.kafka + 1
+
+    @property
+    def registry_management(self) -> int:
+        return self.management or self.registry + 1
 
 
 def _jar_dir(name: str) -> Path:
@@ -172,6 +177,9 @@ def launch_registry(home: Path, ports: StackPorts) -> Callable[[], Running]:
         java, "-Xms128m", "-Xmx512m", "-XX:TieredStopAtLevel=1",
         "-Dquarkus.http.host=127.0.0.1", f"-Dquarkus.http.port={ports.registry}",
         "-Dquarkus.log.level=WARN", "-Dquarkus.banner.enabled=false",
+        # Its health/metrics interface would listen on 0.0.0.0:9000: keep it on loopback.
+        "-Dquarkus.management.host=127.0.0.1",
+        f"-Dquarkus.management.port={ports.registry_management}",
         # Schemas must outlive a restart as the topics do: H2 file storage under .zync/.
         "-Dapicurio.storage.kind=sql", "-Dapicurio.storage.sql.kind=h2",
         f"-Dapicurio.datasource.url=jdbc:h2:file:{home / 'registry' / 'schemas'}",

@@ -1,0 +1,1 @@
+"""Dagster front end: assets, sensors and resources over the domain functions."""

@@ -1,0 +1,148 @@
+"""`kafka/<topic>` external assets, `raw/<pool>` assets and the sensor that starts them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetSpec,
+    Config,
+    DagsterRunStatus,
+    MaterializeResult,
+    RunRequest,
+    RunsFilter,
+    SensorEvaluationContext,
+    SkipReason,
+    asset,
+    sensor,
+)
+
+from zync_assets.ingest.ingest import IngestResult, ingest
+from zync_assets.ingest.ranges import Offsets, lag, offsets_from_json, offsets_to_json
+from zync_assets.kafka.offsets import watermarks
+from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
+
+PROGRESS_KEY = "progress"  # materialization metadata: per topic-partition end offsets (JSON)
+POOL_TAG = "zync/pool"
+_ACTIVE = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+]
+
+
+def topic_key(topic: str) -> AssetKey:
+    return AssetKey(["kafka", topic])
+
+
+def raw_key(pool: str) -> AssetKey:
+    return AssetKey(["raw", pool])
+
+
+def topic_assets(topics: list[str]) -> list[AssetSpec]:
+    return [
+        AssetSpec(topic_key(t), group_name="kafka", description=f"Kafka topic {t} (Avro).")
+        for t in topics
+    ]
+
+
+class IngestConfig(Config):
+    """End offsets to ingest up to, as JSON {topic: {partition: offset}}; empty = current end."""
+
+    end_offsets: str = ""
+
+
+def ingest_metadata(result: IngestResult) -> dict[str, Any]:
+    return {
+        PROGRESS_KEY: json.dumps(offsets_to_json(result.progress)),
+        "rows_written": result.rows,
+        "dead_letters": result.dead_letters,
+        "lag": lag(result.progress, result.end_offsets),
+        "ranges": [f"{r.topic}[{r.partition}] {r.start}..{r.end - 1}" for r in result.ranges],
+        "run": result.run if result.run is not None else "nothing new",
+        **({"note": result.note} if result.note else {}),
+    }
+
+
+def raw_pool_asset(pool: str, topics: list[str]):
+    @asset(
+        key=raw_key(pool),
+        deps=[topic_key(t) for t in topics],
+        group_name="raw",
+        description=f"Raw pool {pool}: every event of {', '.join(topics)}, exactly once.",
+        tags={"zync/stage": "raw"},
+    )
+    def raw_pool(
+        context: AssetExecutionContext,
+        config: IngestConfig,
+        spark: SparkResource,
+        kafka: KafkaResource,
+        schema_registry: SchemaRegistryResource,
+    ) -> MaterializeResult:
+        end = offsets_from_json(json.loads(config.end_offsets)) if config.end_offsets else None
+        result = ingest(
+            spark.session(), pool, topics, kafka.settings(), schema_registry.registry(), end
+        )
+        context.log.info(
+            f"pool {pool}: {result.rows} rows, {result.dead_letters} dead letters "
+            f"from {len(result.ranges)} topic-partition ranges"
+        )
+        return MaterializeResult(metadata=ingest_metadata(result))
+
+    return raw_pool
+
+
+def recorded_progress(context: SensorEvaluationContext, pool: str) -> Offsets:
+    """Cursors from the pool's last materialization metadata (empty if none yet)."""
+    event = context.instance.get_latest_materialization_event(raw_key(pool))
+    if event is None or event.asset_materialization is None:
+        return {}
+    entry = event.asset_materialization.metadata.get(PROGRESS_KEY)
+    return offsets_from_json(json.loads(entry.value)) if entry is not None else {}
+
+
+def new_data(progress: Offsets, end: Offsets) -> bool:
+    return any(
+        offset > progress.get(topic, {}).get(partition, 0)
+        for topic, parts in end.items()
+        for partition, offset in parts.items()
+    )
+
+
+def raw_pool_sensor(pool: str, topics: list[str], minimum_interval_seconds: int = 10):
+    @sensor(
+        name=f"raw_{pool}_kafka_sensor",
+        asset_selection=[raw_key(pool)],
+        minimum_interval_seconds=minimum_interval_seconds,
+        required_resource_keys={"kafka"},
+        description=f"Starts raw/{pool} when its topics have offsets beyond the pool's cursors.",
+    )
+    def kafka_sensor(context: SensorEvaluationContext):
+        active = context.instance.get_run_records(
+            RunsFilter(tags={POOL_TAG: pool}, statuses=_ACTIVE), limit=1
+        )
+        if active:
+            return SkipReason(f"a run for pool {pool} is already in progress")
+        marks = watermarks(context.resources.kafka.settings(), topics)
+        end = {t: {p.partition: p.high for p in parts} for t, parts in marks.items()}
+        progress = recorded_progress(context, pool)
+        if not new_data(progress, end):
+            return SkipReason(f"nothing beyond the cursors of pool {pool}")
+        observed = json.dumps(offsets_to_json(end))
+        context.update_cursor(observed)
+        return RunRequest(
+            run_config={
+                "ops": {_op_name(pool): {"config": IngestConfig(end_offsets=observed).model_dump()}}
+            },
+            tags={POOL_TAG: pool},
+        )
+
+    return kafka_sensor
+
+
+def _op_name(pool: str) -> str:
+    return raw_key(pool).to_python_identifier()

@@ -1,0 +1,42 @@
+"""Dagster resources: Kafka, the schema registry and Spark, configured like the CLI.
+
+Every field defaults to None, meaning "as the environment / resources/*.json say",
+so the CLI and Dagster read one configuration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dagster import ConfigurableResource
+from pyspark.sql import SparkSession
+
+from zync_assets.kafka.registry import Registry
+from zync_assets.settings import KafkaSettings, kafka_settings, registry_settings
+
+
+class KafkaResource(ConfigurableResource):
+    bootstrap_servers: str | None = None
+
+    def settings(self) -> KafkaSettings:
+        base = kafka_settings()
+        if self.bootstrap_servers:
+            return dataclasses.replace(base, bootstrap_servers=self.bootstrap_servers)
+        return base
+
+
+class SchemaRegistryResource(ConfigurableResource):
+    url: str | None = None
+
+    def registry(self) -> Registry:
+        base = registry_settings()
+        return Registry(dataclasses.replace(base, url=self.url) if self.url else base)
+
+
+class SparkResource(ConfigurableResource):
+    """The process's SparkSession (one JVM per run: use the in-process executor)."""
+
+    def session(self) -> SparkSession:
+        from zync_assets.spark import spark_session
+
+        return spark_session("zync-dagster")
