@@ -138,3 +138,50 @@ def produce_bytes(stack: Stack, topic: str, messages: list[tuple[bytes | None, b
 
     ensure_topic(stack.kafka, topic)
     send(stack.kafka, topic, messages)
+
+
+def produce_many(stack: Stack, topic: str, count: int, every_bad: int = 0) -> None:
+    """`count` small Avro messages (fast: a few distinct payloads, re-used); every
+    `every_bad`-th message is garbage instead, for the dead-letter path."""
+    from fastavro import parse_schema
+
+    from zync_assets.codec.avro import encode
+    from zync_assets.kafka.clients import ensure_topic, producer
+    from zync_assets.kafka.registry import Registry
+
+    schema = {"type": "record", "name": "Many", "fields": [{"name": "n", "type": "long"},
+              {"name": "pad", "type": "string"}]}  # fmt: skip
+    schema_id = Registry(stack.registry_settings).register(f"{topic}-value", schema)
+    parsed = parse_schema(schema)
+    payloads = [encode(schema_id, parsed, {"n": i, "pad": "x" * 100}) for i in range(97)]
+    ensure_topic(stack.kafka, topic)
+    out = producer(stack.kafka, **{"linger.ms": 50})
+    for i in range(count):
+        bad = every_bad and i % every_bad == every_bad - 1
+        while True:
+            try:
+                out.produce(topic, value=b"garbage" if bad else payloads[i % 97])
+                break
+            except BufferError:
+                out.poll(0.05)
+    assert out.flush(60) == 0
+
+
+def pool_offsets(spark, lake: Path, pool: str) -> list[int]:
+    """Every offset in the pool (duplicates kept), after checking that `<pool>_dlq` holds
+    exactly the pool's dead-letter rows."""
+    from zync_assets.pools import pool_exists
+
+    raw = spark.read.format("delta").load(str(lake / pool))
+    dead = sorted(
+        r.o for r in raw.where("dead_letter IS NOT NULL").selectExpr("kafka.offset AS o").collect()
+    )
+    dlq = lake / f"{pool}_dlq"
+    copied = []
+    if pool_exists(str(dlq)):
+        copied = sorted(
+            r.o
+            for r in spark.read.format("delta").load(str(dlq)).selectExpr("offset AS o").collect()
+        )
+    assert copied == dead
+    return sorted(r.o for r in raw.selectExpr("kafka.offset AS o").collect())

@@ -139,3 +139,47 @@ def decode_side(frame: DataFrame, side: str, schemas: WriterSchemas) -> DataFram
         )
     )
     return staged.select(*frame.columns, value.alias(side), problem.alias(f"{side}_problem"))
+
+
+RAW_COLUMNS = ("kafka", "key", "value", "dead_letter")
+
+
+def decode_envelopes(envelopes: DataFrame, registry: Any) -> DataFrame:
+    """Raw pool rows: `kafka`, decoded `key`/`value`, and `dead_letter` (NULL when decodable).
+
+    `dead_letter` is {reason, key, value} with the original bytes; such a row's
+    `key`/`value` are NULL. `envelopes` should be cached: the schema ids are read
+    from it before the decoding pass.
+    """
+    framed = envelopes.select(
+        "*",
+        schema_id_column("key_bytes").alias("key_id"),
+        schema_id_column("value_bytes").alias("value_id"),
+    )
+    ids = [
+        row.id
+        for row in framed.select(F.explode(F.array("key_id", "value_id")).alias("id"))
+        .where("id IS NOT NULL AND id >= 0")
+        .distinct()
+        .collect()
+    ]
+    schemas = check_schemas(framed, "value_bytes", fetch_schemas(ids, registry.schema_by_id))
+    decoded = decode_side(decode_side(framed, "key", schemas), "value", schemas)
+    reason = F.coalesce(
+        F.concat(F.lit("key "), F.col("key_problem")),
+        F.concat(F.lit("value "), F.col("value_problem")),
+    )
+    dead = F.when(
+        reason.isNotNull(),
+        F.struct(
+            reason.alias("reason"),
+            F.col("key_bytes").alias("key"),
+            F.col("value_bytes").alias("value"),
+        ),
+    )
+    return decoded.select(
+        "kafka",
+        F.when(reason.isNull(), F.col("key")).alias("key"),
+        F.when(reason.isNull(), F.col("value")).alias("value"),
+        dead.alias("dead_letter"),
+    )

@@ -36,6 +36,7 @@ class Progress:
     attempt: str | None = None
     version: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    operation_metrics: dict[str, str] | None = None
 
 
 def commit_metadata(run: int, attempt: str, offsets: Offsets, **details: Any) -> str:
@@ -60,7 +61,7 @@ def read_progress(spark: SparkSession, path: str) -> Progress:
         .history(HISTORY_PAGE)
         .where("userMetadata LIKE '%zync_ingest%'")
         .orderBy("version", ascending=False)
-        .select("version", "userMetadata")
+        .select("version", "userMetadata", "operationMetrics")
         .limit(1)
         .collect()
     )
@@ -73,4 +74,5 @@ def read_progress(spark: SparkSession, path: str) -> Progress:
         attempt=data.get("attempt"),
         version=rows[0].version,
         details=data,
+        operation_metrics=rows[0].operationMetrics,
     )

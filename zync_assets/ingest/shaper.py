@@ -50,7 +50,7 @@ class Shaper:
         try:
             shaped = spark.sql(
                 f"SELECT kafka AS __zync_kafka, key AS __zync_key, value AS __zync_value, "
-                f"{self.select_list} FROM {view}"
+                f"dead_letter AS __zync_dead_letter, {self.select_list} FROM {view}"
             )
         except (ParseException, AnalysisException) as exc:
             first = str(exc).strip().splitlines()[0]
@@ -60,7 +60,7 @@ class Shaper:
         return self._checked(shaped)
 
     def _checked(self, shaped: DataFrame) -> DataFrame:
-        outputs = shaped.columns[3:]
+        outputs = shaped.columns[4:]
         if "kafka" in outputs:
             raise ZyncError(
                 f"shaper {self.origin} changes `kafka`; a shaper may reshape key and value only"
@@ -77,14 +77,15 @@ class Shaper:
                 f"shaper {self.origin} changes the number of rows (explode or aggregate); "
                 "it must keep one row per message"
             )
+        alive = F.col("__zync_dead_letter").isNull()  # dead letters keep NULL key/value
+        shaped_columns = [
+            F.when(alive, _as_variant(shaped, n) if n in outputs else F.col(f"__zync_{n}")).alias(n)
+            for n in SHAPEABLE
+        ]
         return shaped.select(
             F.col("__zync_kafka").alias("kafka"),
-            *(
-                (_as_variant(shaped, name) if name in outputs else F.col(f"__zync_{name}")).alias(
-                    name
-                )
-                for name in SHAPEABLE
-            ),
+            *shaped_columns,
+            F.col("__zync_dead_letter").alias("dead_letter"),
         )
 
 

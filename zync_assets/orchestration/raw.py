@@ -1,6 +1,9 @@
-"""`kafka/<topic>` external assets, `raw/<pool>` assets and the sensor that starts them."""
+"""`kafka/<topic>` external assets, `raw/<pool>` assets and the sensor that starts them.
 
-from __future__ import annotations
+(No `from __future__ import annotations` here: Dagster reads the asset functions' type
+hints at definition time.)
+"""
+
 
 import json
 from typing import Any

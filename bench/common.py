@@ -1,0 +1,193 @@
+"""Shared benchmark plumbing: a stack to run against, Debezium-style events, timing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import random
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from pathlib import Path
+
+from zync_assets.codec.avro import encode
+from zync_assets.kafka.clients import ensure_topic, producer
+from zync_assets.kafka.offsets import topic_offsets
+from zync_assets.kafka.registry import Registry
+from zync_assets.settings import KafkaSettings, RegistrySettings
+from zync_assets.stack.services import StackPorts, registry_url, stack_down, stack_up
+
+ROW = {
+    "type": "record",
+    "name": "Value",
+    "namespace": "bench.public.orders",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "customer_id", "type": "long"},
+        {"name": "status", "type": "string"},
+        {"name": "sku", "type": "string"},
+        {"name": "quantity", "type": "int"},
+        {
+            "name": "amount",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2},
+        },
+        {"name": "currency", "type": "string"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "created_at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "updated_at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    ],
+}
+ENVELOPE = {
+    "type": "record",
+    "name": "Envelope",
+    "namespace": "bench.public.orders",
+    "fields": [
+        {"name": "before", "type": ["null", ROW], "default": None},
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {
+            "name": "source",
+            "type": {
+                "type": "record",
+                "name": "Source",
+                "fields": [
+                    {"name": "version", "type": "string"},
+                    {"name": "connector", "type": "string"},
+                    {"name": "name", "type": "string"},
+                    {"name": "ts_ms", "type": "long"},
+                    {"name": "db", "type": "string"},
+                    {"name": "schema", "type": "string"},
+                    {"name": "table", "type": "string"},
+                    {"name": "txId", "type": ["null", "long"], "default": None},
+                    {"name": "lsn", "type": ["null", "long"], "default": None},
+                ],
+            },
+        },
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+    ],
+}
+KEY = {"type": "record", "name": "Key", "namespace": "bench.public.orders",
+       "fields": [{"name": "id", "type": "long"}]}  # fmt: skip
+DISTINCT_PAYLOADS = 2000  # encoded once, cycled: the benchmark measures ingest, not fastavro
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores ({cpu}), {memory:.0f} GiB, {platform.platform()}"
+
+
+def event(i: int, op: str = "c") -> tuple[dict, dict]:
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=i)
+    row = {
+        "id": i, "customer_id": random.randrange(10_000), "status": "NEW", "sku": f"SKU-{i % 977:05d}",
+        "quantity": 1 + i % 7, "amount": Decimal(random.randrange(100, 10**7)) / 100,
+        "currency": "EUR", "note": None if i % 3 else "gift wrap", "created_at": now, "updated_at": now,
+    }  # fmt: skip
+    value = {
+        "before": None, "after": row, "op": op, "ts_ms": 1_767_225_600_000 + i,
+        "source": {"version": "2.7.0.Final", "connector": "postgresql", "name": "bench",
+                   "ts_ms": 1_767_225_600_000 + i, "db": "shop", "schema": "public",
+                   "table": "orders", "txId": 1000 + i, "lsn": 33_000_000 + i},
+    }  # fmt: skip
+    return {"id": i}, value
+
+
+def fill_topic(kafka: KafkaSettings, registry: Registry, topic: str, count: int) -> float:
+    """Make `topic` hold `count` events (reused if it already does); returns mean value bytes."""
+    from fastavro import parse_schema
+
+    key_id = registry.register(f"{topic}-key", KEY)
+    value_id = registry.register(f"{topic}-value", ENVELOPE)
+    key_schema, value_schema = parse_schema(KEY), parse_schema(ENVELOPE)
+    payloads = [event(i) for i in range(DISTINCT_PAYLOADS)]
+    values = [encode(value_id, value_schema, v) for _k, v in payloads]
+    ensure_topic(kafka, topic)
+    have = sum(p.high for p in topic_offsets(kafka, topic))
+    out = producer(kafka, **{"linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4"})
+    for i in range(have, count):
+        key = encode(key_id, key_schema, {"id": i})
+        while True:
+            try:
+                out.produce(topic, key=key, value=values[i % DISTINCT_PAYLOADS])
+                break
+            except BufferError:
+                out.poll(0.05)
+    out.flush(120)
+    return sum(len(v) for v in values) / len(values)
+
+
+@contextmanager
+def bench_stack() -> Iterator[tuple[KafkaSettings, Registry]]:
+    """The stack named by ZYNC_KAFKA_BOOTSTRAP/ZYNC_SCHEMA_REGISTRY_URL, else a private one."""
+    if os.environ.get("ZYNC_KAFKA_BOOTSTRAP"):
+        from zync_assets.settings import kafka_settings, registry_settings
+
+        yield kafka_settings(), Registry(registry_settings())
+        return
+    import socket
+
+    def free() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    home = Path(tempfile.mkdtemp(prefix="zync-bench-")) / ".zync"
+    ports = StackPorts(free(), free(), free(), free())
+    try:
+        stack_up(ports, home)
+        os.environ["ZYNC_KAFKA_BOOTSTRAP"] = f"127.0.0.1:{ports.kafka}"
+        os.environ["ZYNC_SCHEMA_REGISTRY_URL"] = registry_url(ports.registry)
+        yield (
+            KafkaSettings(f"127.0.0.1:{ports.kafka}"),
+            Registry(RegistrySettings(registry_url(ports.registry))),
+        )
+    finally:
+        stack_down(home)
+
+
+def _tree_rss_mib(root: int) -> float:
+    """Resident memory of a process and all its descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError):
+            continue
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo += children.get(pid, [])
+    return total / 2**20
+
+
+def timed_subprocess(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """(seconds, peak RSS of the whole process tree in MiB, stdout) of a command."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    peak = 0.0
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss_mib(proc.pid))
+        time.sleep(0.25)
+    seconds = time.perf_counter() - started
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{command} failed: {err[-2000:]}")
+    return seconds, peak, out

@@ -1,0 +1,51 @@
+"""`zync pool ls|drop` and `zync query`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import click
+
+from zync_assets.errors import ZyncError
+from zync_assets.pools import list_pools, pool_exists, pool_path
+
+
+@click.group()
+def pool() -> None:
+    """List or drop pools (Delta tables under $ZYNC_LAKE)."""
+
+
+@pool.command("ls")
+def pool_ls() -> None:
+    """Pools with their latest Delta version."""
+    for name in list_pools():
+        log = Path(pool_path(name)) / "_delta_log"
+        versions = [int(p.stem) for p in log.glob("*.json") if p.stem.isdigit()]
+        click.echo(f"{name}  version {max(versions, default=0)}")
+
+
+@pool.command("drop")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def pool_drop(name: str, yes: bool) -> None:
+    """Delete pool NAME and all its data."""
+    path = pool_path(name)
+    if not pool_exists(path):
+        raise ZyncError(f"pool {name!r} does not exist in {Path(path).parent}")
+    if not yes:
+        click.confirm(f"Delete pool {name} ({path}) and all its data?", abort=True)
+    shutil.rmtree(path)
+    click.echo(f"dropped pool {name}")
+
+
+@click.command()
+@click.argument("sql")
+def query(sql: str) -> None:
+    """Run Spark SQL over the pools (each pool is a table) and print JSON lines."""
+    from zync_assets.query import run_query
+    from zync_assets.spark import spark_session
+
+    for row in run_query(spark_session(), sql):
+        click.echo(json.dumps(row, ensure_ascii=False))

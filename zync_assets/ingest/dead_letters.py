@@ -1,0 +1,67 @@
+"""`<pool>_dlq`: a copy of the pool's dead-letter rows, kept in step with its progress.
+
+Dead letters are committed inside the raw pool itself (rows with `dead_letter` set),
+atomically with the good rows; this table is their convenient, flat copy. Each
+copy is tagged with the raw run it covers (Delta txn `zync-dlq/<pool>`), so it is
+made once, and a run that died before copying is completed by the next one.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from zync_assets.ingest.progress import Progress, commit_metadata, read_progress
+from zync_assets.ingest.ranges import Offsets
+from zync_assets.pools import dead_letter_path, pool_path
+
+
+def _between(low: Offsets, high: Offsets):
+    """Rows whose (topic, partition, offset) lies in [low, high) per partition."""
+    condition = F.lit(False)
+    for topic, parts in high.items():
+        for partition, end in parts.items():
+            start = low.get(topic, {}).get(partition, 0)
+            if end > start:
+                condition = condition | (
+                    (F.col("kafka.topic") == topic)
+                    & (F.col("kafka.partition") == partition)
+                    & F.col("kafka.offset").between(start, end - 1)
+                )
+    return condition
+
+
+def sync_dead_letters(spark: SparkSession, pool: str, raw: Progress) -> int:
+    """Copy dead letters committed to `pool` up to `raw` that the copy lacks; how many."""
+    if raw.run == 0:
+        return 0
+    path = dead_letter_path(pool)
+    copied = read_progress(spark, path)
+    if copied.run >= raw.run:
+        return 0
+    dead = (
+        spark.read.format("delta")
+        .load(pool_path(pool))
+        .where(F.col("dead_letter").isNotNull() & _between(copied.offsets, raw.offsets))
+        .select(
+            "kafka.topic",
+            "kafka.partition",
+            "kafka.offset",
+            "kafka.timestamp",
+            "dead_letter.key",
+            "dead_letter.value",
+            "dead_letter.reason",
+            F.lit(raw.run).cast("long").alias("run"),
+        )
+    )
+    count = dead.count()  # cheap: file statistics skip files without dead letters
+    if count:
+        (
+            dead.write.format("delta")
+            .mode("append")
+            .option("txnAppId", f"zync-dlq/{pool}")
+            .option("txnVersion", raw.run)
+            .option("userMetadata", commit_metadata(raw.run, raw.attempt or "", raw.offsets))
+            .save(path)
+        )
+    return count

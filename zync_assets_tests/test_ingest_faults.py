@@ -1,0 +1,56 @@
+"""Ingest under kill -9 and with two concurrent writers: every offset exactly once."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from zync_assets_tests.conftest import ZYNC, Stack, pool_offsets, produce_many, run_zync
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_kill_9_at_random_points_then_resume_loses_and_doubles_nothing(
+    spark, stack: Stack, topic: str, tmp_path: Path
+) -> None:
+    count = 150_000
+    produce_many(stack, topic, count, every_bad=997)  # dead letters take part too
+    lake = tmp_path / "lake"
+    env = stack.env(ZYNC_LAKE=str(lake))
+    command = [ZYNC, "from-kafka", "--topic", topic, "--pool", "Crash",
+               "--max-records", "20000", "--interval", "0s", "--exit-after", "1s"]  # fmt: skip
+    rng = random.Random(7)
+    for _ in range(5):
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)  # fmt: skip
+        time.sleep(rng.uniform(9, 16))  # JVM start takes ~7s: kills land during work
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    done = run_zync(*command[1:], env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert pool_offsets(spark, lake, "Crash") == list(range(count))
+
+
+def test_two_concurrent_writers_never_duplicate(
+    spark, stack: Stack, topic: str, tmp_path: Path
+) -> None:
+    count = 40_000
+    produce_many(stack, topic, count)
+    lake = tmp_path / "lake"
+    env = stack.env(ZYNC_LAKE=str(lake))
+    command = [ZYNC, "from-kafka", "--topic", topic, "--pool", "Twice", "--once"]
+    writers = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for _ in range(2)]  # fmt: skip
+    outcomes = [(w.wait(timeout=600), *w.communicate()) for w in writers]
+    for code, out, err in outcomes:
+        if code != 0:  # the loser fails with one clear line...
+            assert code == 1 and "another writer" in err, err
+        else:  # ...or finds the work done
+            assert "run 1:" in out or "another writer" in out or "nothing new" in out, out
+    assert pool_offsets(spark, lake, "Twice") == list(range(count))
