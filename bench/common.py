@@ -61,8 +61,11 @@ ENVELOPE = {
                     {"name": "db", "type": "string"},
                     {"name": "schema", "type": "string"},
                     {"name": "table", "type": "string"},
+                    {"name": "snapshot", "type": ["null", "string"], "default": None},
+                    {"name": "sequence", "type": ["null", "string"], "default": None},
                     {"name": "txId", "type": ["null", "long"], "default": None},
                     {"name": "lsn", "type": ["null", "long"], "default": None},
+                    {"name": "xmin", "type": ["null", "long"], "default": None},
                 ],
             },
         },
@@ -85,18 +88,22 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {memory:.0f} GiB, {platform.platform()}"
 
 
-def event(i: int, op: str = "c") -> tuple[dict, dict]:
+def event(i: int) -> tuple[dict, dict]:
+    """An update (before and after images), as Debezium's Postgres connector sends it."""
     now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=i)
     row = {
-        "id": i, "customer_id": random.randrange(10_000), "status": "NEW", "sku": f"SKU-{i % 977:05d}",
+        "id": i, "customer_id": random.randrange(10_000), "status": "NEW", "sku": f"SKU-HOUSEHOLD-{i % 977:05d}",
         "quantity": 1 + i % 7, "amount": Decimal(random.randrange(100, 10**7)) / 100,
-        "currency": "EUR", "note": None if i % 3 else "gift wrap", "created_at": now, "updated_at": now,
+        "currency": "EUR", "note": "gift wrap, leave the parcel at the back door", "created_at": now, "updated_at": now,
     }  # fmt: skip
+    before = {**row, "status": "NEW", "note": None}
+    after = {**row, "status": "PAYMENT_RECEIVED", "updated_at": now + dt.timedelta(minutes=5)}
     value = {
-        "before": None, "after": row, "op": op, "ts_ms": 1_767_225_600_000 + i,
-        "source": {"version": "2.7.0.Final", "connector": "postgresql", "name": "bench",
-                   "ts_ms": 1_767_225_600_000 + i, "db": "shop", "schema": "public",
-                   "table": "orders", "txId": 1000 + i, "lsn": 33_000_000 + i},
+        "before": before, "after": after, "op": "u", "ts_ms": 1_767_225_600_000 + i,
+        "source": {"version": "2.7.0.Final", "connector": "postgresql", "name": "shopdb",
+                   "ts_ms": 1_767_225_600_000 + i, "snapshot": "false", "db": "shop",
+                   "sequence": f'["{33_000_000 + i}","{33_000_100 + i}"]', "schema": "public",
+                   "table": "orders", "txId": 1000 + i, "lsn": 33_000_000 + i, "xmin": None},
     }  # fmt: skip
     return {"id": i}, value
 

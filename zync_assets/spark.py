@@ -7,6 +7,7 @@ through Spark Connect instead. Properties come from `resources/spark.conf`
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -70,4 +71,7 @@ def spark_session(app_name: str = "zync") -> SparkSession:
     builder = builder.config("spark.driver.extraJavaOptions", " ".join(o for o in opts if o))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    # PySpark logs every failed analysis as a JSON blob with a JVM stack trace; zync turns
+    # those failures into one-line errors itself.
+    logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
     return session

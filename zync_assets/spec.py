@@ -93,7 +93,7 @@ def load_spec(path: str | Path) -> Spec:
     shaper_path = (path.parent / shaper) if isinstance(shaper, str) else None
     if shaper is not None and shaper_path is None:
         raise _fail(path, "shaper", "expected the path of a .sql file")
-    transforms = _rules(path, data.get("transforms") or [], inputs, outputs)
+    transforms = _rules(path, data["transforms"], inputs, outputs) if "transforms" in data else []
     return Spec(path, inputs, outputs, transforms, shaper_path)
 
 

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from zync_assets.cli.pipeline import from_kafka
+from zync_assets.cli.pipeline import etl, from_kafka
 from zync_assets.cli.pools import pool, query
 from zync_assets.cli.stack import stack
 from zync_assets.cli.topics import consume, info, ls, produce
@@ -28,7 +28,7 @@ def zync(verbose: bool) -> None:
         logging.getLogger("zync.librdkafka").setLevel(logging.CRITICAL)
 
 
-for command in (stack, ls, produce, consume, info, from_kafka, query, pool):
+for command in (stack, ls, produce, consume, info, from_kafka, etl, query, pool):
     zync.add_command(command)
 
 

@@ -113,3 +113,38 @@ def from_kafka(
             idle_timeout=0.0 if once else (parse_duration(exit_after) if exit_after else None),
             stop_requested=lambda: stop[0],
         )
+
+
+def describe_etl(result) -> str:
+    if result.run is None:
+        return f"{result.spec} → {result.pool}: {result.note} ({result.pending} pending)"
+    outputs = ", ".join(f"{n} to {t}" for t, n in result.outputs.items()) or "no outputs"
+    return (
+        f"{result.spec} → {result.pool} run {result.run}: read {result.read} pending events, "
+        f"wrote {outputs} and {result.done} done records "
+        f"({result.expired} expired, {result.unmatched} matched no rule); "
+        f"{result.pending} left pending"
+    )
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--explain", is_flag=True, help="Show the compiled rules and cursors; run nothing.")
+@click.option("--pending", is_flag=True, help="List the pending events with age and reason.")
+def etl(spec: str, explain: bool, pending: bool) -> None:
+    """One ETL pass of SPEC: raw pools → staging pools, outputs and done records in one commit."""
+    from zync_assets.etl.report import explain_spec, pending_report
+    from zync_assets.etl.run import run_etl
+    from zync_assets.spark import spark_session
+
+    the_spec = load_spec(spec)
+    spark = spark_session()
+    if explain:
+        click.echo(explain_spec(spark, the_spec))
+        return
+    if pending:
+        for line in pending_report(spark, the_spec):
+            click.echo(line)
+        return
+    for result in run_etl(spark, the_spec):
+        click.echo(describe_etl(result))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from zync_assets.delta_writes import append_once
 from zync_assets.ingest.progress import Progress, commit_metadata, read_progress
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.pools import dead_letter_path, pool_path
@@ -56,12 +57,6 @@ def sync_dead_letters(spark: SparkSession, pool: str, raw: Progress) -> int:
     )
     count = dead.count()  # cheap: file statistics skip files without dead letters
     if count:
-        (
-            dead.write.format("delta")
-            .mode("append")
-            .option("txnAppId", f"zync-dlq/{pool}")
-            .option("txnVersion", raw.run)
-            .option("userMetadata", commit_metadata(raw.run, raw.attempt or "", raw.offsets))
-            .save(path)
-        )
+        meta = commit_metadata(raw.run, raw.attempt or "", raw.offsets)
+        append_once(dead, path, f"zync-dlq/{pool}", raw.run, meta)
     return count

@@ -15,10 +15,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from delta.exceptions import DeltaConcurrentModificationException
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
+from zync_assets.delta_writes import append_once
 from zync_assets.errors import ZyncError
 from zync_assets.ingest import decode
 from zync_assets.ingest.dead_letters import sync_dead_letters
@@ -131,20 +131,11 @@ def _cap(ranges: list[OffsetRange], budget: int) -> list[OffsetRange]:
 
 
 def _append(frame: DataFrame, path: str, pool: str, run: int, metadata: str) -> None:
-    try:
-        (
-            frame.write.format("delta")
-            .mode("append")
-            .option("txnAppId", app_id(pool))
-            .option("txnVersion", run)
-            .option("userMetadata", metadata)
-            .save(path)
-        )
-    except DeltaConcurrentModificationException as exc:
-        raise ZyncError(
-            f"another writer committed to pool {pool} while this run ({run}) was writing; "
-            "this run wrote nothing: run it again to continue from the new progress"
-        ) from exc
+    append_once(
+        frame, path, app_id(pool), run, metadata,
+        conflict=f"another writer committed to pool {pool} while this run ({run}) was writing; "
+        "this run wrote nothing: run it again to continue from the new progress",
+    )  # fmt: skip
 
 
 def _rows_written(committed: Progress, expected: int) -> int:

@@ -9,18 +9,15 @@ exactly as durable and atomic as the data.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
+from zync_assets.commits import latest_commit, metadata
 from zync_assets.ingest.ranges import Offsets, offsets_from_json, offsets_to_json
-from zync_assets.pools import pool_exists
 
 METADATA_KEY = "zync_ingest"
-HISTORY_PAGE = 100
 
 
 def app_id(pool: str) -> str:
@@ -40,39 +37,21 @@ class Progress:
 
 
 def commit_metadata(run: int, attempt: str, offsets: Offsets, **details: Any) -> str:
-    return json.dumps(
-        {
-            METADATA_KEY: {
-                "run": run,
-                "attempt": attempt,
-                "offsets": offsets_to_json(offsets),
-                **details,
-            }
-        }
+    return metadata(
+        METADATA_KEY, run=run, attempt=attempt, offsets=offsets_to_json(offsets), **details
     )
 
 
 def read_progress(spark: SparkSession, path: str) -> Progress:
     """Progress recorded by the newest ingest commit of the Delta table at `path`."""
-    if not pool_exists(path):
+    commit = latest_commit(spark, path, METADATA_KEY)
+    if commit is None:
         return Progress()
-    rows = (
-        DeltaTable.forPath(spark, path)
-        .history(HISTORY_PAGE)
-        .where("userMetadata LIKE '%zync_ingest%'")
-        .orderBy("version", ascending=False)
-        .select("version", "userMetadata", "operationMetrics")
-        .limit(1)
-        .collect()
-    )
-    if not rows:
-        return Progress()
-    data = json.loads(rows[0].userMetadata)[METADATA_KEY]
     return Progress(
-        run=int(data["run"]),
-        offsets=offsets_from_json(data["offsets"]),
-        attempt=data.get("attempt"),
-        version=rows[0].version,
-        details=data,
-        operation_metrics=rows[0].operationMetrics,
+        run=int(commit.data["run"]),
+        offsets=offsets_from_json(commit.data["offsets"]),
+        attempt=commit.data.get("attempt"),
+        version=commit.version,
+        details=commit.data,
+        operation_metrics=commit.metrics,
     )

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
 from pyspark.sql.utils import AnalysisException, ParseException
 
 from zync_assets.errors import ZyncError
+from zync_assets.variants import as_variant
 
 SHAPEABLE = ("key", "value")
 
@@ -79,7 +79,7 @@ class Shaper:
             )
         alive = F.col("__zync_dead_letter").isNull()  # dead letters keep NULL key/value
         shaped_columns = [
-            F.when(alive, _as_variant(shaped, n) if n in outputs else F.col(f"__zync_{n}")).alias(n)
+            F.when(alive, as_variant(shaped, n) if n in outputs else F.col(f"__zync_{n}")).alias(n)
             for n in SHAPEABLE
         ]
         return shaped.select(
@@ -87,12 +87,3 @@ class Shaper:
             *shaped_columns,
             F.col("__zync_dead_letter").alias("dead_letter"),
         )
-
-
-def _as_variant(frame: DataFrame, name: str):
-    data_type = frame.schema[name].dataType
-    if isinstance(data_type, VariantType):
-        return F.col(name)
-    if isinstance(data_type, StructType | MapType | ArrayType):
-        return F.to_variant_object(F.col(name))
-    return F.col(name).cast("variant")

@@ -4,7 +4,6 @@
 hints at definition time.)
 """
 
-
 import json
 from typing import Any
 

@@ -1,0 +1,143 @@
+"""Rules → Spark expressions, checked against the event schema before any data is read.
+
+An event, as rules see it (`where` directly; `left`/`right`/`in` in `join-on` and `sql`):
+
+    kafka    struct<topic, partition, offset, timestamp>
+    key      VARIANT     the Kafka key (e.g. {"ID": 100})
+    value    VARIANT     the Debezium envelope
+    op       string      value:op           ('c', 'r', 'u', 'd')
+    before   VARIANT     value:before       row image before the change
+    after    VARIANT     value:after        row image after the change
+    source   VARIANT     value:source       connector metadata (db, table, lsn, ...)
+    ts_ms    bigint      value:ts_ms
+
+Fields of a row image are reached with Spark's variant path syntax and a cast:
+`after:ID::bigint`, `left.after:customer::string`, `in.before:status::string`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType
+from pyspark.sql.utils import AnalysisException, ParseException
+
+from zync_assets.errors import ZyncError
+from zync_assets.spec import Rule, Spec
+
+EVENT_FIELDS = ("kafka", "key", "value", "op", "before", "after", "source", "ts_ms")
+RAW_SCHEMA = (
+    "kafka struct<topic: string, partition: int, offset: bigint, timestamp: timestamp>, "
+    "key variant, value variant"
+)
+
+
+def event_columns() -> list[Column]:
+    """The event fields, computed from a raw row's kafka/key/value."""
+    return [
+        F.col("kafka"),
+        F.col("key"),
+        F.col("value"),
+        F.expr("variant_get(value, '$.op', 'string')").alias("op"),
+        F.expr("variant_get(value, '$.before')").alias("before"),
+        F.expr("variant_get(value, '$.after')").alias("after"),
+        F.expr("variant_get(value, '$.source')").alias("source"),
+        F.expr("try_variant_get(value, '$.ts_ms', 'bigint')").alias("ts_ms"),
+    ]
+
+
+def event_struct() -> Column:
+    return F.struct(*(F.col(name) for name in EVENT_FIELDS))
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    rule: Rule
+    topics: tuple[str, ...]
+    where: Column  # over the event's fields
+
+    @property
+    def number(self) -> int:
+        return self.rule.number
+
+    def join_keys(self) -> tuple[Column, Column]:
+        """Join keys as strings, so `after:ID` (variant) meets `after:InvoiceID::bigint`."""
+        assert self.rule.join_on is not None
+        left, right = self.rule.join_on
+        return F.expr(left).cast("string"), F.expr(right).cast("string")
+
+
+def select_outputs(frame: DataFrame, select_list: str, carry: list[str]) -> DataFrame:
+    """`SELECT <carry>, <select_list> FROM frame`: the rule's own SQL, plus columns to keep."""
+    view = f"zync_rule_{uuid.uuid4().hex}"
+    frame.createOrReplaceTempView(view)
+    try:
+        return frame.sparkSession.sql(f"SELECT {', '.join(carry)}, {select_list} FROM {view}")
+    finally:
+        frame.sparkSession.catalog.dropTempView(view)
+
+
+class _Checker:
+    """Analyses every expression of a spec against empty frames of the event schema."""
+
+    def __init__(self, spark: SparkSession, spec: Spec) -> None:
+        raw = spark.createDataFrame([], RAW_SCHEMA)
+        self.events = raw.select(*event_columns())
+        self.spec = spec
+
+    def _fail(self, rule: Rule, field: str, exc: Exception) -> ZyncError:
+        message = str(exc).strip().splitlines()[0]
+        return ZyncError(f"{self.spec.path}: transforms[{rule.number}] {field}: {message}")
+
+    def where(self, rule: Rule) -> Column:
+        condition = F.expr(rule.where) if rule.where else F.lit(True)
+        try:
+            data_type = self.events.select(condition.alias("w")).schema["w"].dataType
+        except (ParseException, AnalysisException) as exc:
+            raise self._fail(rule, "where", exc) from exc
+        if not isinstance(data_type, BooleanType):
+            raise ZyncError(
+                f"{self.spec.path}: transforms[{rule.number}] where: is {data_type.simpleString()}, "
+                "not a boolean condition"
+            )
+        return condition
+
+    def join_on(self, compiled: CompiledRule) -> None:
+        pairs = self.events.select(event_struct().alias("left"), event_struct().alias("right"))
+        left, right = compiled.join_keys()
+        for side, key in (("left", left), ("right", right)):
+            try:
+                pairs.select(key)
+            except (ParseException, AnalysisException) as exc:
+                raise self._fail(compiled.rule, f"join-on ({side} side)", exc) from exc
+
+    def sql(self, rule: Rule) -> None:
+        names = ("left", "right") if rule.type == "denorm" else ("in",)
+        frame = self.events.select(*(event_struct().alias(n) for n in names))
+        try:
+            columns = select_outputs(frame, rule.sql, ["1 AS __probe"])
+        except (ParseException, AnalysisException) as exc:
+            raise self._fail(rule, "sql", exc) from exc
+        produced = [c for c in columns.columns if c != "__probe"]
+        if sorted(produced) != ["key", "value"]:
+            raise ZyncError(
+                f"{self.spec.path}: transforms[{rule.number}] sql: must yield exactly `key` and "
+                f"`value` (e.g. `in.key AS key, in.after AS value`), yields {', '.join(produced)}"
+            )
+
+
+def compile_rules(spark: SparkSession, spec: Spec) -> list[CompiledRule]:
+    """The spec's rules, each checked against Spark; errors name file, rule and field."""
+    checker = _Checker(spark, spec)
+    compiled = []
+    for rule in spec.transforms:
+        topics = (rule.left, rule.right) if rule.type == "denorm" else (rule.input,)
+        item = CompiledRule(rule, tuple(t for t in topics if t), checker.where(rule))
+        if rule.type == "denorm":
+            checker.join_on(item)
+        checker.sql(rule)
+        compiled.append(item)
+    return compiled
