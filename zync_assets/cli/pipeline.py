@@ -101,7 +101,16 @@ def from_kafka(
 
     def run_once() -> list[IngestResult]:
         return [
-            ingest(spark, name, topics, kafka, registry, shaper=the_shaper, max_records=max_records)
+            ingest(
+                spark,
+                name,
+                topics,
+                kafka,
+                registry,
+                shaper=the_shaper,
+                max_records=max_records,
+                missing_ok=bool(specs),
+            )
             for name, topics in routes.items()
         ]
 

@@ -100,7 +100,8 @@ def _expiry_condition(rule: CompiledRule, raw_end: Offsets, now: dt.datetime) ->
         for partition, offset in parts.items():
             here = (F.col("kafka.topic") == topic) & (F.col("kafka.partition") == partition)
             end = F.when(here, F.lit(offset)).otherwise(end)
-    return (end - F.col("kafka.offset")) > F.lit(expiry.offsets)
+    later = end - F.col("kafka.offset") - 1  # offsets its partition has moved on since
+    return later > F.lit(expiry.offsets)
 
 
 def classify(

@@ -1,7 +1,7 @@
 """`expire-after`: a bound on how long an unpaired denorm event may wait.
 
-Either a count of offsets (`1000 offsets`: expired once its partition has moved on
-that many offsets) or a duration (`7d`, `12h`, `30m`: by the event's Kafka timestamp).
+Either a count of offsets (`1000 offsets`: expired once more than that many later
+offsets exist in its partition) or a duration (`7d`, `12h`, `30m`: by the event's Kafka timestamp).
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ class WriterSchemas:
     known: dict[int, Any]
     unknown: set[int]
     unsupported: dict[int, str]
+    via_json: frozenset[int] = frozenset()  # schemas whose structs go to VARIANT through JSON
 
 
 def fetch_schemas(ids: Iterable[int], lookup: Callable[[int], Any]) -> WriterSchemas:
@@ -71,29 +72,39 @@ def _required_fields(schema: Any) -> list[str]:
     ]
 
 
-def _to_variant(decoded: Column, schema: Any) -> Column:
+def _to_variant(decoded: Column, schema: Any, via_json: bool = False) -> Column:
     complex_type = isinstance(schema, dict) and schema.get("type") in ("record", "map", "array")
-    return F.to_variant_object(decoded) if complex_type else decoded.cast("variant")
+    if not complex_type:
+        return decoded.cast("variant")
+    # to_variant_object keeps decimals, dates and timestamps typed but refuses fields of
+    # Avro type "null" (Spark's VOID); such schemas take the JSON route.
+    return F.parse_json(F.to_json(decoded)) if via_json else F.to_variant_object(decoded)
 
 
 def _from_avro(raw: str, schema: Any) -> Column:
     return from_avro(F.expr(f"substring({raw}, 6)"), json.dumps(schema), _AVRO_OPTIONS)
 
 
-def _variant_for(raw: str, schema: Any) -> Column:
-    return _to_variant(_from_avro(raw, schema), schema)
+def _variant_for(raw: str, schema: Any, via_json: bool = False) -> Column:
+    return _to_variant(_from_avro(raw, schema), schema, via_json)
 
 
 def check_schemas(frame: DataFrame, raw: str, schemas: WriterSchemas) -> WriterSchemas:
-    """Move schemas Spark cannot decode (e.g. recursive records) to `unsupported`."""
-    known, unsupported = {}, dict(schemas.unsupported)
+    """Sort out schemas Spark cannot decode (e.g. recursive records) as `unsupported`."""
+    known, unsupported, via_json = {}, dict(schemas.unsupported), set()
     for schema_id, schema in schemas.known.items():
-        try:
-            _ = frame.limit(0).select(_variant_for(raw, schema)).schema  # analysis only
+        for json_route in (False, True):
+            try:
+                _ = frame.limit(0).select(_variant_for(raw, schema, json_route)).schema
+            except AnalysisException as exc:
+                unsupported[schema_id] = str(exc).splitlines()[0][:300]
+                continue
             known[schema_id] = schema
-        except AnalysisException as exc:
-            unsupported[schema_id] = str(exc).splitlines()[0][:300]
-    return WriterSchemas(known, schemas.unknown, unsupported)
+            unsupported.pop(schema_id, None)
+            if json_route:
+                via_json.add(schema_id)
+            break
+    return WriterSchemas(known, schemas.unknown, unsupported, frozenset(via_json))
 
 
 def decode_side(frame: DataFrame, side: str, schemas: WriterSchemas) -> DataFrame:
@@ -116,7 +127,9 @@ def decode_side(frame: DataFrame, side: str, schemas: WriterSchemas) -> DataFram
     broken = F.lit(False)
     for i, name in structs.items():
         schema = schemas.known[i]
-        value = F.when(sid == i, _to_variant(F.col(name), schema)).otherwise(value)
+        value = F.when(sid == i, _to_variant(F.col(name), schema, i in schemas.via_json)).otherwise(
+            value
+        )
         required = _required_fields(schema)
         bad = F.col(name).isNull()
         for field_name in required:

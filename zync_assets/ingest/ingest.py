@@ -53,12 +53,16 @@ def ingest(
     end_offsets: Offsets | None = None,
     shaper: Shaper | None = None,
     max_records: int | None = None,
+    missing_ok: bool = False,
 ) -> IngestResult:
-    """Ingest `topics` into `pool` up to `end_offsets` (default: the current end of each)."""
+    """Ingest `topics` into `pool` up to `end_offsets` (default: the current end of each).
+
+    `missing_ok` treats a topic that does not exist (yet) as empty instead of an error.
+    """
     path = pool_path(check_pool_name(pool))
     progress = read_progress(spark, path)
     sync_dead_letters(spark, pool, progress)  # repairs a copy a crashed run did not finish
-    ranges, end = _plan(progress, topics, kafka, end_offsets, max_records)
+    ranges, end = _plan(progress, topics, kafka, end_offsets, max_records, missing_ok)
     if not ranges:
         return IngestResult(pool, None, [], progress=progress.offsets, end_offsets=end)
 
@@ -90,8 +94,9 @@ def _plan(
     kafka: KafkaSettings,
     end_offsets: Offsets | None,
     max_records: int | None,
+    missing_ok: bool,
 ) -> tuple[list[OffsetRange], Offsets]:
-    marks = watermarks(kafka, topics)
+    marks = watermarks(kafka, topics, missing_ok)
     low = {t: {p.partition: p.low for p in parts} for t, parts in marks.items()}
     high = {t: {p.partition: p.high for p in parts} for t, parts in marks.items()}
     end = end_offsets if end_offsets is not None else high

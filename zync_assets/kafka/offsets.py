@@ -17,9 +17,16 @@ class PartitionOffsets:
     high: int
 
 
-def watermarks(kafka: KafkaSettings, topics: list[str]) -> dict[str, list[PartitionOffsets]]:
-    """Watermarks of every partition of each topic; a clear error for a missing topic."""
-    partitions = {topic: clients.partitions_of(kafka, topic) for topic in topics}
+def watermarks(
+    kafka: KafkaSettings, topics: list[str], missing_ok: bool = False
+) -> dict[str, list[PartitionOffsets]]:
+    """Watermarks of every partition of each topic; a missing topic is an error, or
+    (with `missing_ok`) a topic without partitions, e.g. one Debezium has not created yet."""
+    if missing_ok:
+        existing = clients.cluster_metadata(kafka).topics
+        partitions = {t: sorted(existing[t].partitions) if t in existing else [] for t in topics}
+    else:
+        partitions = {topic: clients.partitions_of(kafka, topic) for topic in topics}
     consumer = clients.consumer(kafka)
     try:
         return {

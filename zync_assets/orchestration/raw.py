@@ -87,8 +87,9 @@ def raw_pool_asset(pool: str, topics: list[str]):
     ) -> MaterializeResult:
         end = offsets_from_json(json.loads(config.end_offsets)) if config.end_offsets else None
         result = ingest(
-            spark.session(), pool, topics, kafka.settings(), schema_registry.registry(), end
-        )
+            spark.session(), pool, topics, kafka.settings(), schema_registry.registry(), end,
+            missing_ok=True,
+        )  # fmt: skip
         context.log.info(
             f"pool {pool}: {result.rows} rows, {result.dead_letters} dead letters "
             f"from {len(result.ranges)} topic-partition ranges"
@@ -129,7 +130,7 @@ def raw_pool_sensor(pool: str, topics: list[str], minimum_interval_seconds: int 
         )
         if active:
             return SkipReason(f"a run for pool {pool} is already in progress")
-        marks = watermarks(context.resources.kafka.settings(), topics)
+        marks = watermarks(context.resources.kafka.settings(), topics, missing_ok=True)
         end = {t: {p.partition: p.high for p in parts} for t, parts in marks.items()}
         progress = recorded_progress(context, pool)
         if not new_data(progress, end):
