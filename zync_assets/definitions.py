@@ -13,12 +13,14 @@ from pathlib import Path
 
 from dagster import Definitions, in_process_executor
 
+from zync_assets.errors import ZyncError
 from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets
 from zync_assets.orchestration.resources import (
     KafkaResource,
     SchemaRegistryResource,
     SparkResource,
 )
+from zync_assets.orchestration.staging import etl_assets
 from zync_assets.spec import Spec, find_specs, load_spec
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -42,13 +44,26 @@ def raw_pools(specs: list[Spec]) -> dict[str, list[str]]:
     return pools
 
 
+def _check_staging_owners(specs: list[Spec]) -> None:
+    owner: dict[str, str] = {}
+    for spec in specs:
+        for route in spec.outputs:
+            if owner.setdefault(route.pool, spec.name) != spec.name:
+                raise ZyncError(
+                    f"staging pool {route.pool} is written by specs {owner[route.pool]} and "
+                    f"{spec.name}: give each spec its own staging pool"
+                )
+
+
 def build_definitions(specs: list[Spec]) -> Definitions:
+    _check_staging_owners(specs)
     pools = raw_pools(specs)
     topics = sorted({t for ts in pools.values() for t in ts})
     return Definitions(
         assets=[
             *topic_assets(topics),
             *(raw_pool_asset(pool, ts) for pool, ts in pools.items()),
+            *(asset for spec in specs if spec.transforms for asset in etl_assets(spec)),
         ],
         sensors=[raw_pool_sensor(pool, ts) for pool, ts in pools.items()],
         resources={

@@ -44,6 +44,7 @@ class EtlResult:
     spec: str
     pool: str
     run: int | None  # None: nothing committed
+    previous: EtlState = field(default_factory=EtlState)
     read: int = 0
     outputs: dict[str, int] = field(default_factory=dict)
     done: int = 0
@@ -71,15 +72,19 @@ def staging_pools(spec: Spec) -> dict[str, list[str]]:
     return pools
 
 
-def run_etl(spark: SparkSession, spec: Spec, now: dt.datetime | None = None) -> list[EtlResult]:
-    """One pass per staging pool of the spec."""
+def run_etl(
+    spark: SparkSession, spec: Spec, now: dt.datetime | None = None, pool: str | None = None
+) -> list[EtlResult]:
+    """One pass per staging pool of the spec (or only `pool`)."""
     compiled = compile_rules(spark, spec)
     now = now or dt.datetime.now(dt.UTC)
     results = []
-    for pool, topics in staging_pools(spec).items():
+    for name, topics in staging_pools(spec).items():
+        if pool is not None and name != pool:
+            continue
         rules = [r for r in compiled if r.rule.out in topics]
         if rules:
-            results.append(_run_pool(spark, spec, pool, rules, now))
+            results.append(_run_pool(spark, spec, name, rules, now))
     return results
 
 
@@ -87,7 +92,7 @@ def _input_topics(rules: list[CompiledRule]) -> list[str]:
     return list(dict.fromkeys(t for r in rules for t in r.topics))
 
 
-def _above(cursors: Offsets, topics: list[str], prefix: str = "kafka") -> Column:
+def above_cursors(cursors: Offsets, topics: list[str], prefix: str = "kafka") -> Column:
     """Rows of `topics` at or above the per-partition cursors (a plain `offset >= min`
     conjunct per topic lets Delta skip whole files by their statistics)."""
     condition = F.lit(False)
@@ -123,7 +128,7 @@ def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRul
             spark.read.format("delta")
             .option("versionAsOf", progress.version)
             .load(pool_path(raw_pool))
-            .where(F.col("dead_letter").isNull() & _above(state.cursors, mine))
+            .where(F.col("dead_letter").isNull() & above_cursors(state.cursors, mine))
             .select("kafka", "key", "value")
         )
     if not frames:
@@ -137,7 +142,7 @@ def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRul
         done = (
             spark.read.format("delta")
             .load(path)
-            .where((F.col("kind") == "done") & _above(state.cursors, topics))
+            .where((F.col("kind") == "done") & above_cursors(state.cursors, topics))
             .select(*cl.coords())
         )
         candidates = candidates.select("*", *cl.coords()).join(
@@ -323,7 +328,7 @@ def _run_pool(
         pending = sum(counts.get(s, 0) for s in cl.WAITING_STATES)
         read = sum(counts.values())
         if consumed == 0:
-            return EtlResult(spec.name, pool, None, read=read, pending=pending,
+            return EtlResult(spec.name, pool, None, snap.state, read=read, pending=pending,
                              cursors=snap.state.cursors, note="nothing new to ETL")  # fmt: skip
         run, attempt = snap.state.run + 1, uuid.uuid4().hex
         per_topic = _outputs_per_topic(summary, rules)
@@ -346,14 +351,14 @@ def _run_pool(
         snap.events.unpersist()
     committed = read_state(spark, path, spec.name)
     if committed.attempt != attempt:
-        return EtlResult(spec.name, pool, None, read=read, cursors=committed.cursors,
+        return EtlResult(spec.name, pool, None, snap.state, read=read, cursors=committed.cursors,
                          note=f"another ETL of {spec.name} committed run {run} first; nothing written")  # fmt: skip
     expired = counts.get("expired", 0)
     if expired:
         copy_expired(spark, pool, spec.name, run)
     return EtlResult(
-        spec.name, pool, run, read=read, outputs=per_topic, done=consumed, expired=expired,
-        unmatched=counts.get("unmatched", 0), pending=pending, cursors=cursors,
+        spec.name, pool, run, snap.state, read=read, outputs=per_topic, done=consumed,
+        expired=expired, unmatched=counts.get("unmatched", 0), pending=pending, cursors=cursors,
     )  # fmt: skip
 
 

@@ -73,3 +73,40 @@ def test_assets_and_lineage_come_from_the_spec_files(tmp_path: Path) -> None:
     defs = build_definitions([load_spec(spec)])
     raw = defs.get_assets_def(raw_key("P"))
     assert {k.to_user_string() for k in raw.dependency_keys} == {"kafka/A", "kafka/B"}
+
+
+def test_raw_then_staging_and_done_materialize_with_passing_checks(
+    spark, stack: Stack, topic: str, tmp_path: Path, lake: Path
+) -> None:
+    spec = tmp_path / "flow.yaml"
+    spec.write_text(
+        f"""
+inputs:
+  - {{topic: {topic}, pool: FlowRaw}}
+outputs:
+  - {{topic: {topic}_out, pool: FlowStaging}}
+transforms:
+  - {{type: stateless, where: "op = 'c'", in: {topic}, out: {topic}_out, sql: "in.key AS key, in.after AS value"}}
+"""
+    )
+    defs = build_definitions([load_spec(spec)])
+    produce_json(stack, topic, [({"id": i}, {"op": "c", "after": {"id": i}}) for i in range(3)])
+    instance = DagsterInstance.ephemeral()
+    graph = defs.resolve_asset_graph()
+    assets = [defs.get_assets_def(k) for k in graph.get_all_asset_keys() if k.path[0] != "kafka"]
+    result = materialize(assets, instance=instance, resources=defs.resources)
+    assert result.success
+    staging = [
+        m
+        for m in result.get_asset_materialization_events()
+        if m.asset_key.path == ["staging", "FlowStaging"]
+    ]
+    metadata = staging[0].materialization.metadata
+    assert metadata["outputs"].value == 3 and metadata["pending"].value == 0
+    assert json.loads(metadata["cursors"].value) == {topic: {"0": 3}}
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {
+        "dense_output_offsets": True,
+        "cursors_never_move_back": True,
+        "no_duplicate_done_records": True,
+    }
