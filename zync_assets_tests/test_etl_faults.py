@@ -1,0 +1,76 @@
+"""ETL under kill -9 and with two concurrent `zync etl`: outputs and done records exactly once."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.etl_bench import SPEC, append_raw
+from zync_assets_tests.conftest import ZYNC, Stack, run_zync
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def staged(spark, lake: Path) -> tuple[list[int], list[tuple], int]:
+    staging = spark.read.format("delta").load(str(lake / "Staging"))
+    outputs = sorted(
+        r.o for r in staging.where("kind = 'output'").selectExpr("kafka.offset AS o").collect()
+    )
+    done = staging.where("kind = 'done'").select("kafka.topic", "kafka.offset")
+    return outputs, done.collect(), done.distinct().count()
+
+
+@pytest.fixture
+def orders(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    lake = tmp_path / "lake"
+    monkeypatch.setenv("ZYNC_LAKE", str(lake))
+    spec = tmp_path / "orders.yaml"
+    spec.write_text(SPEC % {"raw": "Raw", "staging": "Staging"})
+    append_raw(spark, "Raw", 1, 0, 60_000)  # 60,000 orders + 60,000 payments
+    return lake, spec
+
+
+def test_kill_9_during_etl_then_rerun_gives_each_output_and_done_record_once(
+    spark, stack: Stack, orders: tuple[Path, Path]
+) -> None:
+    lake, spec = orders
+    env = stack.env(ZYNC_LAKE=str(lake))
+    rng = random.Random(11)
+    for _ in range(5):
+        proc = subprocess.Popen([ZYNC, "etl", str(spec)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+        time.sleep(rng.uniform(8, 20))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    done = run_zync("etl", str(spec), env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    again = run_zync("etl", str(spec), env=env, timeout=600)
+    assert "nothing new" in again.stdout
+    outputs, records, distinct = staged(spark, lake)
+    assert outputs == list(range(60_000))
+    assert len(records) == distinct == 120_000
+
+
+def test_two_concurrent_etl_passes_never_duplicate(
+    spark, stack: Stack, orders: tuple[Path, Path]
+) -> None:
+    lake, spec = orders
+    env = stack.env(ZYNC_LAKE=str(lake))
+    passes = [subprocess.Popen([ZYNC, "etl", str(spec)], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for _ in range(2)]  # fmt: skip
+    for proc in passes:
+        code = proc.wait(timeout=600)
+        out, err = proc.communicate()
+        if code != 0:
+            assert code == 1 and "another ETL" in err, err
+        else:
+            assert "run 1" in out or "another ETL" in out, out
+    outputs, records, distinct = staged(spark, lake)
+    assert outputs == list(range(60_000))
+    assert len(records) == distinct == 120_000
