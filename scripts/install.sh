@@ -43,9 +43,12 @@ fetch_deps() {  # fetch_deps NAME POM
   if fresh "$dir" "$st"; then say "$1 jars are up to date"; return; fi
   say "fetching $1 jars with Maven"
   rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
-  mvn -q -B -Dstyle.color=never -Dmaven.repo.local="$M2" -f "$pom" dependency:copy-dependencies \
-      -DincludeScope=runtime -DoutputDirectory="$dir.tmp" \
-      || die "Maven could not fetch the $1 jars (see the output above); re-run scripts/install.sh"
+  if ! mvn -q -B -Dstyle.color=never -Dmaven.repo.local="$M2" -f "$pom" \
+      dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dir.tmp" \
+      > "$ZYNC_DIR/maven-$1.log" 2>&1; then
+    tail -n 20 "$ZYNC_DIR/maven-$1.log" >&2
+    die "Maven could not fetch the $1 jars (log: .zync/maven-$1.log); re-run scripts/install.sh"
+  fi
   rm -rf "$dir" && mv "$dir.tmp" "$dir"
   echo "$st" > "$dir/.stamp"
 }
