@@ -30,8 +30,10 @@ SPEC = Path(__file__).resolve().parent.parent.parent / "etl_specs" / "invoices.y
 
 def staging_table(spark, run: int) -> Table:
     table = Table(title=f"Staging after ETL run {run}: NewInvoices output records")
-    for column in ("offset", "key", "value", "run"):
-        table.add_column(column)
+    table.add_column("offset", justify="right")
+    table.add_column("key")
+    table.add_column("value", overflow="fold")
+    table.add_column("run", justify="right")
     rows = (
         spark.read.format("delta").load(pool_path("Staging"))
         .where("kind = 'output'").orderBy("kafka.offset")
