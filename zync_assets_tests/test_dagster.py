@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,21 @@ transforms:
         "cursors_never_move_back": True,
         "no_duplicate_done_records": True,
     }
+
+
+def test_dagster_cli_materializes_a_raw_pool(
+    stack: Stack, topic: str, tmp_path: Path, lake: Path
+) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    spec_for(specs, topic, "CliPool")
+    produce_json(stack, topic, [(None, {"n": 1})])
+    dagster = str(Path(sys.executable).parent / "dagster")
+    env = stack.env(ZYNC_SPECS=str(specs), ZYNC_LAKE=str(lake), DAGSTER_HOME=str(tmp_path))
+    done = subprocess.run(
+        [dagster, "asset", "materialize", "-m", "zync_assets.definitions", "--select", "raw/CliPool"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "RUN_SUCCESS" in done.stderr + done.stdout
+    assert (lake / "CliPool" / "_delta_log").is_dir()

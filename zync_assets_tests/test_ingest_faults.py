@@ -54,3 +54,20 @@ def test_two_concurrent_writers_never_duplicate(
         else:  # ...or finds the work done
             assert "run 1:" in out or "another writer" in out or "nothing new" in out, out
     assert pool_offsets(spark, lake, "Twice") == list(range(count))
+
+
+def test_ctrl_c_finishes_the_current_commit_and_exits_cleanly(
+    spark, stack: Stack, topic: str, tmp_path: Path
+) -> None:
+    produce_many(stack, topic, 20_000)
+    lake = tmp_path / "lake"
+    command = [ZYNC, "from-kafka", "--topic", topic, "--pool", "Stop", "--interval", "1s"]
+    proc = subprocess.Popen(command, env=stack.env(ZYNC_LAKE=str(lake)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # the first commit's report line
+    assert "run 1:" in first, first
+    proc.send_signal(signal.SIGINT)
+    code = proc.wait(timeout=120)
+    assert code == 0, proc.stderr.read() if proc.stderr else ""
+    assert pool_offsets(spark, lake, "Stop") == list(range(20_000))
