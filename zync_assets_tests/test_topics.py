@@ -76,7 +76,9 @@ def test_info_and_ls(stack: Stack, topic: str) -> None:
 
 def test_confluent_serializer_and_deserializer_interoperate(stack: Stack, topic: str) -> None:
     """Messages from confluent-kafka's own AvroSerializer decode in zync, and vice versa."""
-    client = SchemaRegistryClient({"url": stack.registry_settings.url})
+    # Without a timeout confluent-kafka's client (httpx2) was seen, rarely, to wait forever
+    # for a reply Apicurio had already sent; with one, its own retry gets through.
+    client = SchemaRegistryClient({"url": stack.registry_settings.url, "timeout": 10})
     serializer = AvroSerializer(client, json.dumps(EVERY_TYPE))
     conformed = {**EVERY_VALUE, "nothing": None}
     from zync_assets.codec.conform import Conformer
@@ -87,9 +89,8 @@ def test_confluent_serializer_and_deserializer_interoperate(stack: Stack, topic:
 
     ensure_topic(stack.kafka, topic)
     producer = Producer({"bootstrap.servers": stack.kafka.bootstrap_servers})
-    producer.produce(
-        topic, value=serializer(value, SerializationContext(topic, MessageField.VALUE))
-    )
+    context = SerializationContext(topic, MessageField.VALUE)
+    producer.produce(topic, value=serializer(value, context))
     assert producer.flush(10) == 0
     assert consume_all(stack, topic) == [{"key": None, "value": EVERY_VALUE}]
 
