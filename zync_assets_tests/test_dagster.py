@@ -130,3 +130,37 @@ def test_dagster_cli_materializes_a_raw_pool(
     assert done.returncode == 0, done.stderr[-2000:]
     assert "RUN_SUCCESS" in done.stderr + done.stdout
     assert (lake / "CliPool" / "_delta_log").is_dir()
+
+
+def test_staging_follows_new_raw_data_and_only_then(
+    spark, stack: Stack, topic: str, tmp_path: Path, lake: Path
+) -> None:
+    from dagster import evaluate_automation_conditions
+
+    from zync_assets.orchestration.staging import staging_key
+
+    spec = tmp_path / "eager.yaml"
+    spec.write_text(
+        f"""
+inputs:
+  - {{topic: {topic}, pool: EagerRaw}}
+outputs:
+  - {{topic: {topic}_out, pool: EagerStaging}}
+transforms:
+  - {{type: stateless, in: {topic}, out: {topic}_out, sql: "in.key AS key, in.value AS value"}}
+"""
+    )
+    defs = build_definitions([load_spec(spec)])
+    instance = DagsterInstance.ephemeral()
+    raw = defs.get_assets_def(raw_key("EagerRaw"))
+    etl = defs.get_assets_def(staging_key("EagerStaging"))
+    produce_json(stack, topic, [(None, {"n": 1})])
+    assert materialize([raw, etl], instance=instance, resources=defs.resources).success
+
+    quiet = evaluate_automation_conditions(defs=defs, instance=instance)
+    assert quiet.get_num_requested(staging_key("EagerStaging")) == 0  # nothing new upstream
+
+    produce_json(stack, topic, [(None, {"n": 2})])
+    assert materialize([raw], instance=instance, resources=defs.resources).success
+    after_raw = evaluate_automation_conditions(defs=defs, instance=instance, cursor=quiet.cursor)
+    assert after_raw.get_num_requested(staging_key("EagerStaging")) == 1
