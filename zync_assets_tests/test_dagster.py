@@ -25,6 +25,21 @@ def spec_for(tmp_path: Path, topic: str, pool: str) -> Path:
     return path
 
 
+def stateless_spec(path: Path, topic: str, raw: str, staging: str, rule: str) -> Path:
+    """A one-rule spec: `topic` into pool `raw`, mapped by `rule` to `<topic>_out` in `staging`."""
+    path.write_text(
+        f"""
+inputs:
+  - {{topic: {topic}, pool: {raw}}}
+outputs:
+  - {{topic: {topic}_out, pool: {staging}}}
+transforms:
+  - {{type: stateless, in: {topic}, out: {topic}_out, {rule}}}
+"""
+    )
+    return path
+
+
 def evaluate(defs, instance: DagsterInstance, name: str):
     sensor = defs.get_sensor_def(name)
     context = build_sensor_context(
@@ -80,17 +95,10 @@ def test_assets_and_lineage_come_from_the_spec_files(tmp_path: Path) -> None:
 def test_raw_then_staging_and_done_materialize_with_passing_checks(
     spark, stack: Stack, topic: str, tmp_path: Path, lake: Path
 ) -> None:
-    spec = tmp_path / "flow.yaml"
-    spec.write_text(
-        f"""
-inputs:
-  - {{topic: {topic}, pool: FlowRaw}}
-outputs:
-  - {{topic: {topic}_out, pool: FlowStaging}}
-transforms:
-  - {{type: stateless, where: "op = 'c'", in: {topic}, out: {topic}_out, sql: "in.key AS key, in.after AS value"}}
-"""
-    )
+    spec = stateless_spec(
+        tmp_path / "flow.yaml", topic, "FlowRaw", "FlowStaging",
+        "where: \"op = 'c'\", sql: \"in.key AS key, in.after AS value\"",
+    )  # fmt: skip
     defs = build_definitions([load_spec(spec)])
     produce_json(stack, topic, [({"id": i}, {"op": "c", "after": {"id": i}}) for i in range(3)])
     instance = DagsterInstance.ephemeral()
@@ -139,17 +147,10 @@ def test_staging_follows_new_raw_data_and_only_then(
 
     from zync_assets.orchestration.staging import staging_key
 
-    spec = tmp_path / "eager.yaml"
-    spec.write_text(
-        f"""
-inputs:
-  - {{topic: {topic}, pool: EagerRaw}}
-outputs:
-  - {{topic: {topic}_out, pool: EagerStaging}}
-transforms:
-  - {{type: stateless, in: {topic}, out: {topic}_out, sql: "in.key AS key, in.value AS value"}}
-"""
-    )
+    spec = stateless_spec(
+        tmp_path / "eager.yaml", topic, "EagerRaw", "EagerStaging",
+        'sql: "in.key AS key, in.value AS value"',
+    )  # fmt: skip
     defs = build_definitions([load_spec(spec)])
     instance = DagsterInstance.ephemeral()
     raw = defs.get_assets_def(raw_key("EagerRaw"))

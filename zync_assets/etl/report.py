@@ -45,19 +45,28 @@ def pending_report(spark: SparkSession, spec: Spec) -> list[str]:
     lines = []
     for pool, topics in staging_pools(spec).items():
         rules = [r for r in compiled if r.rule.out in topics]
-        classified, _pairs, _snap = classified_events(spark, spec, pool, rules, now)
-        waiting = classified.where(F.col("__status").isin(list(cl.WAITING_STATES)))
-        by_number = {r.number: r.rule for r in rules}
-        for row in waiting.orderBy("kafka.topic", "kafka.partition", "kafka.offset").collect():
-            rule = by_number[row["__rule"]]
-            age = now - row.kafka.timestamp.replace(tzinfo=dt.UTC)
-            if row["__status"] == "blocked":
-                reason = "blocked behind an earlier pending event with the same key"
-            else:
-                other = rule.right if row.kafka.topic == rule.left else rule.left
-                reason = f"waits for a partner on {other} (rule {rule.number})"
-            lines.append(
-                f"{row.kafka.topic}[{row.kafka.partition}]@{row.kafka.offset} key "
-                f"{row.key} age {str(age).split('.')[0]}: {reason}"
-            )
+        classified, _pairs, snap = classified_events(spark, spec, pool, rules, now)
+        try:
+            lines += _waiting_lines(classified, rules, now)
+        finally:
+            snap.events.unpersist()  # classified_events caches the routed events
     return lines or ["no pending events"]
+
+
+def _waiting_lines(classified, rules: list, now: dt.datetime) -> list[str]:
+    by_number = {r.number: r.rule for r in rules}
+    lines = []
+    waiting = classified.where(F.col("__status").isin(list(cl.WAITING_STATES)))
+    for row in waiting.orderBy("kafka.topic", "kafka.partition", "kafka.offset").collect():
+        rule = by_number[row["__rule"]]
+        age = now - row.kafka.timestamp.replace(tzinfo=dt.UTC)
+        if row["__status"] == "blocked":
+            reason = "blocked behind an earlier pending event with the same key"
+        else:
+            other = rule.right if row.kafka.topic == rule.left else rule.left
+            reason = f"waits for a partner on {other} (rule {rule.number})"
+        lines.append(
+            f"{row.kafka.topic}[{row.kafka.partition}]@{row.kafka.offset} key "
+            f"{row.key} age {str(age).split('.')[0]}: {reason}"
+        )
+    return lines
