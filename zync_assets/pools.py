@@ -33,12 +33,18 @@ def dead_letter_path(pool: str) -> str:
     return str(lake_dir() / (check_pool_name(pool) + DEAD_LETTER_SUFFIX))
 
 
+# A numbered commit or checkpoint file: only these make a Delta table. A bare
+# `_delta_log/` is what a writer killed during its first commit leaves behind.
+_COMMIT_FILE = re.compile(r"^\d{20}\.(json|checkpoint(\..+)?\.parquet)$")
+
+
 def pool_exists(path: str) -> bool:
-    return (Path(path) / "_delta_log").is_dir()
+    log = Path(path) / "_delta_log"
+    return log.is_dir() and any(_COMMIT_FILE.match(entry.name) for entry in log.iterdir())
 
 
 def list_pools() -> list[str]:
     lake = lake_dir()
     if not lake.is_dir():
         return []
-    return sorted(p.name for p in lake.iterdir() if (p / "_delta_log").is_dir())
+    return sorted(p.name for p in lake.iterdir() if pool_exists(str(p)))

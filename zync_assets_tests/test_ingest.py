@@ -49,6 +49,16 @@ def test_ingest_resumes_where_it_stopped_and_reruns_write_nothing(
     assert values == [(i, i) for i in range(5)]
 
 
+def test_a_first_commit_cut_short_by_kill_9_is_simply_redone(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    # kill -9 during the very first commit leaves `_delta_log/` with no version in it.
+    (Path(pool_path("Cut")) / "_delta_log").mkdir(parents=True)
+    produce_json(stack, topic, [(None, {"n": i}) for i in range(3)])
+    assert run(spark, stack, "Cut", [topic]).run == 1
+    assert offsets(spark, "Cut") == [(topic, 0, o) for o in range(3)]
+
+
 def test_several_topics_and_partitions_land_exactly_once(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
