@@ -1,4 +1,4 @@
-"""`zync from-kafka` (and later etl, to-kafka): the pipeline stages from the terminal."""
+"""`zync from-kafka` and `zync etl`: the first two pipeline stages from the terminal."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import click
 
 from zync_assets.errors import ZyncError
-from zync_assets.ingest.follow import follow
+from zync_assets.follow import follow
 from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
@@ -52,7 +52,7 @@ def describe(result: IngestResult) -> str:
 
 
 @contextmanager
-def _graceful_stop() -> Iterator[list[bool]]:
+def graceful_stop() -> Iterator[list[bool]]:
     """First Ctrl-C/SIGTERM: finish the current commit, then stop. Second: stop now."""
     flag = [False]
 
@@ -114,10 +114,11 @@ def from_kafka(
             for name, topics in routes.items()
         ]
 
-    with _graceful_stop() as stop:
+    with graceful_stop() as stop:
         follow(
             run_once,
             lambda result: click.echo(describe(result)),
+            did_work=lambda result: result.run is not None,
             interval=parse_duration(interval),
             idle_timeout=0.0 if once else (parse_duration(exit_after) if exit_after else None),
             stop_requested=lambda: stop[0],

@@ -69,5 +69,18 @@ class Registry:
     def subjects(self) -> list[str]:
         return self._call("listing subjects", self.client.get_subjects)
 
+    def latest_schema(self, subject: str) -> Any | None:
+        """The parsed latest schema of `subject`, None if the subject does not exist."""
+        try:
+            registered = self.latest(subject)
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == 404:
+                return None
+            raise ZyncError(
+                f"schema registry at {self.settings.url} failed reading {subject}: "
+                f"{exc.error_message}"
+            ) from exc
+        return json.loads(registered.schema.schema_str)
+
     def latest(self, subject: str) -> Any:
         return self._call(f"reading {subject}", lambda: self.client.get_latest_version(subject))

@@ -1,0 +1,1 @@
+"""to-kafka: staging pool output records → Kafka topics for a JDBC sink."""

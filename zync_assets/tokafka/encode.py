@@ -1,0 +1,155 @@
+"""Staging output records → Confluent-framed Avro key/value bytes, encoded in Spark.
+
+One survey job groups the records to send by shape (top-level field names) and
+checks their offsets are dense; the registry gets one schema per shape; then
+Spark's `to_avro` encodes every record in the JVM, so the driver only moves bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import to_avro
+
+from zync_assets.codec.wire import frame
+from zync_assets.errors import ZyncError
+from zync_assets.kafka.registry import Registry
+from zync_assets.pools import pool_exists, pool_path
+from zync_assets.tokafka import shapes
+
+# Top-level field names of an object, as "a,b,c"; NULL for scalars.
+_NAMES = "array_join(array_sort(map_keys(try_variant_get({0}, '$', 'map<string,variant>'))), ',')"
+
+
+@dataclass(frozen=True)
+class Survey:
+    """The records of one topic from a staging offset on: how many, and their shapes."""
+
+    count: int
+    low: int | None
+    high: int | None  # the largest offset
+    key_types: list[str]  # schema_of_variant_agg per key shape
+    value_shapes: dict[str | None, str]  # field names ("a,b") -> merged type
+
+
+@dataclass(frozen=True)
+class Encoding:
+    key: Column
+    value: Column
+    subjects: dict[str, int]  # registry subject -> schema id used
+
+
+def output_topics(spark: SparkSession, pool: str) -> list[str]:
+    path = pool_path(pool)
+    if not pool_exists(path):
+        return []
+    frame_ = spark.read.format("delta").load(path).where("kind = 'output'")
+    return sorted(r.topic for r in frame_.select("kafka.topic").distinct().collect())
+
+
+def outputs_from(spark: SparkSession, pool: str, topic: str, start: int) -> DataFrame:
+    """Output records of `topic` in `pool` with offset ≥ start; tombstones' value is NULL."""
+    path = pool_path(pool)
+    if not pool_exists(path):
+        raise ZyncError(f"staging pool {pool} does not exist; run `zync etl` first")
+    value = F.col("value")
+    return (
+        spark.read.format("delta")
+        .load(path)
+        .where((F.col("kind") == "output") & (F.col("kafka.topic") == topic))
+        .where(F.col("kafka.offset") >= start)
+        .select(
+            F.col("kafka.offset").alias("offset"),
+            F.when(~F.expr("is_variant_null(key)"), F.col("key")).alias("key"),
+            F.when(~F.expr("is_variant_null(value)"), value).alias("value"),
+        )
+    )
+
+
+def survey(outputs: DataFrame) -> Survey:
+    grouped = (
+        outputs.select(
+            "offset",
+            F.expr(_NAMES.format("key")).alias("key_names"),
+            F.expr(_NAMES.format("value")).alias("value_names"),
+            "key",
+            "value",
+        )
+        .groupBy("key_names", "value_names")
+        .agg(
+            F.count("*").alias("n"),
+            F.min("offset").alias("low"),
+            F.max("offset").alias("high"),
+            F.expr("schema_of_variant_agg(key)").alias("key_type"),
+            F.expr("schema_of_variant_agg(value)").alias("value_type"),
+        )
+        .collect()
+    )
+    shapes_: dict[str | None, str] = {}
+    for row in grouped:
+        if row.value_type is not None:
+            shapes_[row.value_names] = row.value_type
+    return Survey(
+        count=sum(r.n for r in grouped),
+        low=min((r.low for r in grouped), default=None),
+        high=max((r.high for r in grouped), default=None),
+        key_types=[r.key_type for r in grouped if r.key_type is not None],
+        value_shapes=shapes_,
+    )
+
+
+def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:
+    """Register one schema per shape (widening what is registered) and build the
+    columns that encode keys and values."""
+    subjects: dict[str, int] = {}
+    key = F.lit(None).cast("binary")
+    if survey_.key_types:
+        key_type = _merged(survey_.key_types)
+        subject = shapes.key_subject(topic)
+        key_type, schema_id, avro = _register(registry, subject, key_type, "Key", topic)
+        subjects[subject] = schema_id
+        key = _framed("key", key_type, schema_id, avro)
+    value = F.lit(None).cast("binary")
+    for names, type_text in survey_.value_shapes.items():
+        kind = shapes.parse_type(type_text)
+        subject = shapes.value_subject(topic, kind)
+        kind, schema_id, avro = _register(
+            registry, subject, kind, shapes.value_record_name(kind), topic
+        )
+        subjects[subject] = schema_id
+        matches = F.expr(_NAMES.format("value"))
+        matches = matches.isNull() if names is None else matches == names
+        value = F.when(F.col("value").isNotNull() & matches, _framed("value", kind, schema_id, avro)).otherwise(value)
+    return Encoding(key, value, subjects)
+
+
+def encoded(outputs: DataFrame, encoding_: Encoding) -> DataFrame:
+    return outputs.select(
+        "offset", encoding_.key.alias("key"), encoding_.value.alias("value")
+    )
+
+
+def _merged(type_texts: list[str]) -> shapes.Type:
+    merged = shapes.VOID
+    for text in type_texts:
+        merged = shapes.merge(merged, shapes.parse_type(text))
+    return merged
+
+
+def _register(
+    registry: Registry, subject: str, kind: shapes.Type, name: str, topic: str
+) -> tuple[shapes.Type, int, str]:
+    """Widen `kind` by the subject's latest schema, register it; (type, id, Avro JSON)."""
+    latest = registry.latest_schema(subject)
+    if latest is not None:
+        kind = shapes.merge(shapes.from_avro(latest), kind)
+    avro = shapes.to_avro(kind, name, shapes.namespace_of(topic))
+    return kind, registry.register(subject, avro), json.dumps(avro)
+
+
+def _framed(column: str, kind: shapes.Type, schema_id: int, avro: str) -> Column:
+    typed = F.expr(f"variant_get({column}, '$', '{shapes.spark_ddl(kind)}')")
+    return F.concat(F.lit(frame(schema_id, b"")), to_avro(typed, avro))

@@ -1,0 +1,106 @@
+"""Where an output topic stands: the staging offset of the last record committed to it.
+
+Every record to-kafka sends carries two headers, `zync.pool` and `zync.offset` (its
+staging offset). Kafka offsets cannot be used for this: transaction markers and
+aborted batches occupy offsets too. So the position is read from the last
+committed record of each partition (a read_committed consumer over the tail).
+A record without the headers, or from another pool, is not ours: the topic is
+refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from zync_assets.errors import ZyncError
+from zync_assets.kafka import clients
+from zync_assets.kafka.offsets import PartitionOffsets
+from zync_assets.settings import KafkaSettings
+
+POOL_HEADER = "zync.pool"
+OFFSET_HEADER = "zync.offset"
+_FIRST_WINDOW = 64
+
+
+@dataclass(frozen=True)
+class TopicPosition:
+    next_offset: int  # the first staging offset not yet in the topic
+    high_water_marks: dict[int, int]  # per partition
+
+
+def headers(pool: str, offset: int) -> list[tuple[str, bytes]]:
+    return [(POOL_HEADER, pool.encode()), (OFFSET_HEADER, str(offset).encode())]
+
+
+def staging_offset_of(message: Message, pool: str) -> int:
+    """The staging offset a record was sent from; a ZyncError if it is not ours."""
+    found = dict(message.headers() or [])
+    where = f"topic {message.topic()!r} partition {message.partition()} offset {message.offset()}"
+    if OFFSET_HEADER not in found:
+        raise ZyncError(
+            f"{where} was not written by `zync to-kafka` (no {OFFSET_HEADER} header); "
+            "refusing to add to a topic with foreign records: send to a new topic"
+        )
+    owner = (found.get(POOL_HEADER) or b"").decode()
+    if owner != pool:
+        raise ZyncError(
+            f"{where} was written from staging pool {owner!r}, not {pool!r}; "
+            "one output topic takes records from one staging pool"
+        )
+    return int(found[OFFSET_HEADER])
+
+
+def topic_position(
+    kafka: KafkaSettings, topic: str, pool: str, partitions: list[PartitionOffsets]
+) -> TopicPosition:
+    """Read the tail of each partition; the highest staging offset found, plus one."""
+    consumer = clients.consumer(kafka, **{"isolation.level": "read_committed"})
+    try:
+        last = -1
+        for part in partitions:
+            message = _last_committed(consumer, kafka, topic, part)
+            if message is not None:
+                last = max(last, staging_offset_of(message, pool))
+        return TopicPosition(last + 1, {p.partition: p.high for p in partitions})
+    finally:
+        consumer.close()
+
+
+def _last_committed(
+    consumer: Consumer, kafka: KafkaSettings, topic: str, part: PartitionOffsets
+) -> Message | None:
+    """The last committed record of a partition, reading back in growing windows
+    (aborted batches and markers are skipped by read_committed)."""
+    window = _FIRST_WINDOW
+    end = part.high
+    while end > part.low:
+        start = max(part.low, end - window)
+        last = _read_span(consumer, kafka, topic, part.partition, start)
+        if last is not None:
+            return last
+        end, window = start, window * 4
+    return None
+
+
+def _read_span(
+    consumer: Consumer, kafka: KafkaSettings, topic: str, partition: int, start: int
+) -> Message | None:
+    """The last record from `start` to the partition's end (read_committed)."""
+    consumer.assign([TopicPartition(topic, partition, start)])
+    last = None
+    while True:
+        message = consumer.poll(clients.CONNECT_TIMEOUT_S)
+        if message is None:
+            raise ZyncError(
+                f"reading the end of {topic!r} partition {partition} timed out after "
+                f"{clients.CONNECT_TIMEOUT_S:g}s; is Kafka at {kafka.bootstrap_servers} healthy?"
+            )
+        error = message.error()
+        if error is None:
+            last = message
+        elif error.code() == KafkaError._PARTITION_EOF:
+            return last
+        else:
+            raise ZyncError(f"reading the end of {topic!r} partition {partition}: {error.str()}")

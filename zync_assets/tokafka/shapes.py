@@ -1,0 +1,289 @@
+"""Output record shapes: from Spark's `schema_of_variant` types to Avro schemas.
+
+Staging keys and values are VARIANTs, so each record carries its own shape. An
+output topic usually holds a few shapes (full rows, partial updates). Records are
+grouped by their top-level field names; each group gets one Avro record schema in
+which every field is optional, and its own registry subject. A JDBC sink then
+upserts only the columns a record has, so a partial update leaves the others alone.
+
+Variant types are per value (a decimal 12.30 is stored as DECIMAL(3,1)), so types
+are normalised to stable ones: integers → long, floating point → double, decimals
+→ decimal(38, widest scale seen), and they only ever widen against the version
+already registered. Pure functions: no Spark, no registry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from zync_assets.errors import ZyncError
+
+AVRO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DECIMAL_PRECISION = 38
+_INTEGERS = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
+_FLOATS = {"FLOAT", "DOUBLE"}
+_PRIMITIVE_AVRO: dict[str, Any] = {
+    "BOOLEAN": "boolean",
+    "BIGINT": "long",
+    "DOUBLE": "double",
+    "STRING": "string",
+    "BINARY": "bytes",
+    "DATE": {"type": "int", "logicalType": "date"},
+    "TIMESTAMP": {"type": "long", "logicalType": "timestamp-micros"},
+    "TIMESTAMP_NTZ": {"type": "long", "logicalType": "local-timestamp-micros"},
+}
+_AVRO_PRIMITIVE = {
+    "boolean": "BOOLEAN",
+    "long": "BIGINT",
+    "double": "DOUBLE",
+    "string": "STRING",
+    "bytes": "BINARY",
+    "date": "DATE",
+    "timestamp-micros": "TIMESTAMP",
+    "local-timestamp-micros": "TIMESTAMP_NTZ",
+}
+
+
+@dataclass(frozen=True)
+class Scalar:
+    name: str  # a normalised Spark type name: BIGINT, DOUBLE, STRING, VOID, ...
+
+
+@dataclass(frozen=True)
+class Decimal:
+    scale: int
+
+
+@dataclass(frozen=True)
+class Array:
+    element: Type
+
+
+@dataclass(frozen=True)
+class Object:
+    fields: tuple[tuple[str, Type], ...]
+
+
+Type = Scalar | Decimal | Array | Object
+VOID = Scalar("VOID")
+
+
+# --- parsing `schema_of_variant` output, e.g. OBJECT<ID: BIGINT, d: DECIMAL(3,1)> ---
+
+
+class _Parser:
+    TOKEN = re.compile(r"\s*(`(?:[^`]|``)*`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = self._tokenize(text)
+        self.at = 0
+
+    def _tokenize(self, text: str) -> list[str]:
+        tokens, position = [], 0
+        while position < len(text.rstrip()):
+            match = self.TOKEN.match(text, position)
+            if not match:
+                raise ValueError(f"cannot read type {text!r} at {position}")
+            tokens.append(match.group(1))
+            position = match.end()
+        return tokens
+
+    def take(self, expected: str | None = None) -> str:
+        token = self.tokens[self.at]
+        if expected is not None and token != expected:
+            raise ValueError(f"cannot read type {self.text!r}: expected {expected!r}, got {token!r}")
+        self.at += 1
+        return token
+
+    def peek(self) -> str:
+        return self.tokens[self.at]
+
+    def parse(self) -> Type:
+        name = self.take().upper()
+        if name == "OBJECT":
+            self.take("<")
+            fields = []
+            while self.peek() != ">":
+                field = self.take()
+                if field.startswith("`"):
+                    field = field[1:-1].replace("``", "`")
+                self.take(":")
+                fields.append((field, self.parse()))
+                if self.peek() == ",":
+                    self.take()
+            self.take(">")
+            return Object(tuple(fields))
+        if name == "ARRAY":
+            self.take("<")
+            element = self.parse()
+            self.take(">")
+            return Array(element)
+        if name == "DECIMAL":
+            self.take("(")
+            self.take()
+            self.take(",")
+            scale = int(self.take())
+            self.take(")")
+            return Decimal(scale)
+        if name in _INTEGERS:
+            return Scalar("BIGINT")
+        if name in _FLOATS:
+            return Scalar("DOUBLE")
+        return Scalar(name)
+
+
+def parse_type(text: str) -> Type:
+    """A `schema_of_variant` type string as a normalised type."""
+    parser = _Parser(text)
+    parsed = parser.parse()
+    if parser.at != len(parser.tokens):
+        raise ValueError(f"cannot read type {text!r}: trailing {parser.tokens[parser.at:]}")
+    return parsed
+
+
+# --- merging: types only widen ---
+
+
+def merge(old: Type, new: Type, path: str = "") -> Type:
+    if old == new or new == VOID:
+        return old
+    if old == VOID:
+        return new
+    if isinstance(old, Object) and isinstance(new, Object):
+        merged = dict(old.fields)
+        for name, kind in new.fields:
+            merged[name] = merge(merged[name], kind, f"{path}.{name}") if name in merged else kind
+        return Object(tuple(merged.items()))
+    if isinstance(old, Array) and isinstance(new, Array):
+        return Array(merge(old.element, new.element, f"{path}[]"))
+    numeric = _numeric_merge(old, new)
+    if numeric is not None:
+        return numeric
+    raise ZyncError(
+        f"field {path.lstrip('.') or '(whole record)'} holds {describe(old)} and {describe(new)} "
+        "values; cast it to one type in the spec's sql"
+    )
+
+
+def _numeric_merge(a: Type, b: Type) -> Type | None:
+    rank = {"BIGINT": 0, "DECIMAL": 1, "DOUBLE": 2}
+    kinds = [("DECIMAL" if isinstance(t, Decimal) else getattr(t, "name", None)) for t in (a, b)]
+    if not all(k in rank for k in kinds):
+        return None
+    if "DOUBLE" in kinds:
+        return Scalar("DOUBLE")
+    scales = [t.scale for t in (a, b) if isinstance(t, Decimal)]
+    return Decimal(max(scales)) if scales else Scalar("BIGINT")
+
+
+def describe(kind: Type) -> str:
+    if isinstance(kind, Decimal):
+        return f"DECIMAL(38,{kind.scale})"
+    if isinstance(kind, Array):
+        return f"ARRAY<{describe(kind.element)}>"
+    if isinstance(kind, Object):
+        return "OBJECT"
+    return kind.name
+
+
+# --- to Spark DDL (for variant_get) and to Avro ---
+
+
+def spark_ddl(kind: Type) -> str:
+    if isinstance(kind, Object):
+        fields = ", ".join(f"`{n.replace('`', '``')}`: {spark_ddl(t)}" for n, t in kind.fields)
+        return f"STRUCT<{fields}>"
+    if isinstance(kind, Array):
+        return f"ARRAY<{spark_ddl(kind.element)}>"
+    if isinstance(kind, Decimal):
+        return f"DECIMAL({DECIMAL_PRECISION},{kind.scale})"
+    return "STRING" if kind == VOID else kind.name
+
+
+def to_avro(kind: Type, name: str, namespace: str, path: str = "") -> Any:
+    """Avro schema of `kind`; records get `name`, nested ones `<name>_<field>`."""
+    if isinstance(kind, Object):
+        return {
+            "type": "record",
+            "name": name,
+            "namespace": namespace,
+            "fields": [
+                {
+                    "name": _avro_name(field, f"{path}.{field}"),
+                    "type": ["null", to_avro(t, f"{name}_{field}", namespace, f"{path}.{field}")],
+                    "default": None,
+                }
+                for field, t in kind.fields
+            ],
+        }
+    if isinstance(kind, Array):
+        return {"type": "array", "items": ["null", to_avro(kind.element, name, namespace, path)]}
+    if isinstance(kind, Decimal):
+        return {
+            "type": "bytes",
+            "logicalType": "decimal",
+            "precision": DECIMAL_PRECISION,
+            "scale": kind.scale,
+        }
+    if kind == VOID:  # only nulls seen so far: string is the type a sink column can hold
+        return "string"
+    if kind.name not in _PRIMITIVE_AVRO:
+        raise ZyncError(
+            f"field {path.lstrip('.') or '(whole record)'} has type {kind.name}, which has no Avro "
+            "form; cast it in the spec's sql (mixed types show as VARIANT)"
+        )
+    return _PRIMITIVE_AVRO[kind.name]
+
+
+def from_avro(schema: Any) -> Type:
+    """The type of an Avro schema this module wrote (to widen against what is registered)."""
+    if isinstance(schema, list):
+        (schema,) = [s for s in schema if s != "null"]
+    if isinstance(schema, str):
+        return Scalar(_AVRO_PRIMITIVE[schema])
+    if schema["type"] == "record":
+        return Object(tuple((f["name"], from_avro(f["type"])) for f in schema["fields"]))
+    if schema["type"] == "array":
+        return Array(from_avro(schema["items"]))
+    logical = schema.get("logicalType")
+    if logical == "decimal":
+        return Decimal(int(schema.get("scale", 0)))
+    return Scalar(_AVRO_PRIMITIVE[logical or schema["type"]])
+
+
+def _avro_name(field: str, path: str) -> str:
+    if not AVRO_NAME.match(field):
+        raise ZyncError(
+            f"field {path.lstrip('.')} is not a valid Avro name (letters, digits, '_'; not "
+            "starting with a digit); rename it in the spec's sql"
+        )
+    return field
+
+
+# --- naming: one subject per shape ---
+
+
+def namespace_of(topic: str) -> str:
+    return "zync." + re.sub(r"[^A-Za-z0-9_]", "_", topic)
+
+
+def value_record_name(kind: Type) -> str:
+    """`Value_<hash of the top-level field names>`: stable for a shape across runs."""
+    names = ",".join(sorted(n for n, _ in kind.fields)) if isinstance(kind, Object) else ""
+    return "Value_" + hashlib.sha1(names.encode()).hexdigest()[:8]
+
+
+def value_subject(topic: str, kind: Type) -> str:
+    """Record-name strategy for record shapes (`<topic>-<record full name>`),
+    topic-name strategy (`<topic>-value`) for plain values."""
+    if isinstance(kind, Object):
+        return f"{topic}-{namespace_of(topic)}.{value_record_name(kind)}"
+    return f"{topic}-value"
+
+
+def key_subject(topic: str) -> str:
+    return f"{topic}-key"

@@ -1,0 +1,148 @@
+"""`to-kafka`: send a staging pool's output records to their topics, exactly once.
+
+For each output topic: fence older producers, read where the topic stands (the
+staging offset in its last committed record), check staging continues from there
+without a gap, encode the rest in Spark and send it in order, one transaction per
+chunk. Rerunning sends nothing twice; a crash loses nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from zync_assets.errors import ZyncError
+from zync_assets.kafka import clients
+from zync_assets.kafka.offsets import watermarks
+from zync_assets.kafka.registry import Registry
+from zync_assets.settings import KafkaSettings
+from zync_assets.tokafka.encode import (
+    Survey,
+    encoded,
+    encoding,
+    output_topics,
+    outputs_from,
+    survey,
+)
+from zync_assets.tokafka.position import topic_position
+from zync_assets.tokafka.send import Chunk, open_producer, send_chunks
+
+CHUNK = 200_000  # records per transaction and per Spark fetch
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    pool: str
+    topic: str
+    sent: int
+    first_offset: int  # staging offset of the first record sent (= where the topic stood)
+    next_offset: int  # staging offset the next run starts at
+    high_water_before: dict[int, int]
+    high_water_after: dict[int, int]
+    subjects: dict[str, int] = field(default_factory=dict)
+
+
+Progress = Callable[[str, int, int], None]  # topic, records sent, records to send
+
+
+def sync_pool(
+    spark: SparkSession,
+    pool: str,
+    kafka: KafkaSettings,
+    registry: Registry,
+    topics: list[str] | None = None,
+    partitions: int | None = None,
+    progress: Progress | None = None,
+) -> list[SyncResult]:
+    """Sync `topics` (default: every output topic the pool has records for)."""
+    chosen = topics if topics else output_topics(spark, pool)
+    return [
+        sync_topic(spark, pool, topic, kafka, registry, partitions, progress) for topic in chosen
+    ]
+
+
+def sync_topic(
+    spark: SparkSession,
+    pool: str,
+    topic: str,
+    kafka: KafkaSettings,
+    registry: Registry,
+    partitions: int | None = None,
+    progress: Progress | None = None,
+) -> SyncResult:
+    _ensure_topic(kafka, topic, partitions)
+    producer = open_producer(kafka, pool, topic)  # fences any older to-kafka first
+    before = watermarks(kafka, [topic])[topic]
+    position = topic_position(kafka, topic, pool, before)
+    start = position.next_offset
+    outputs = outputs_from(spark, pool, topic, start)
+    found = survey(outputs)
+    _check_continues(spark, pool, topic, start, found)
+    result = SyncResult(pool, topic, 0, start, start, position.high_water_marks, position.high_water_marks)
+    if found.count == 0:
+        return result
+    codec = encoding(found, topic, registry)
+    frame = encoded(outputs, codec)
+    end = start + found.count
+    report = (lambda sent: progress(topic, sent, found.count)) if progress else (lambda sent: None)
+    sent = send_chunks(producer, topic, pool, _chunks(frame, start, end), report)
+    after = {p.partition: p.high for p in watermarks(kafka, [topic])[topic]}
+    return SyncResult(pool, topic, sent, start, start + sent, position.high_water_marks, after, codec.subjects)
+
+
+def _ensure_topic(kafka: KafkaSettings, topic: str, partitions: int | None) -> None:
+    existing = clients.cluster_metadata(kafka).topics
+    if topic not in existing:
+        clients.ensure_topic(kafka, topic, partitions or 1)
+        return
+    count = len(existing[topic].partitions)
+    if partitions is not None and partitions != count:
+        raise ZyncError(
+            f"topic {topic!r} already has {count} partition(s), not {partitions}; keys would "
+            "move between partitions: drop --partitions, or send to a new topic"
+        )
+
+
+def _check_continues(spark: SparkSession, pool: str, topic: str, start: int, found: Survey) -> None:
+    """Staging must hold the records right after the topic's last one, densely."""
+    if found.count == 0:
+        if start > 0 and outputs_from(spark, pool, topic, start - 1).limit(1).count() == 0:
+            raise ZyncError(
+                f"topic {topic!r} already holds staging offsets up to {start - 1}, beyond what "
+                f"staging pool {pool} has for it; was the pool dropped or rebuilt? "
+                "refusing to send (send to a new topic)"
+            )
+        return
+    expected = found.high - start + 1 if found.high is not None else 0
+    if found.low != start or found.count != expected:
+        raise ZyncError(
+            f"staging pool {pool} has a gap in topic {topic!r}'s offsets: the topic needs "
+            f"{start}..{found.high} ({expected} records) and staging has {found.count} of them, "
+            f"from {found.low}; refusing to send (the sink would miss records)"
+        )
+
+
+def _chunks(frame: DataFrame, start: int, end: int) -> Iterator[Chunk]:
+    """Chunks in offset order; the next one is fetched from Spark while this one is sent."""
+    bounds = [(low, min(low + CHUNK, end)) for low in range(start, end, CHUNK)]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(_fetch, frame, *bounds[0])
+        for index in range(len(bounds)):
+            chunk = pending.result()
+            if index + 1 < len(bounds):
+                pending = pool.submit(_fetch, frame, *bounds[index + 1])
+            yield chunk
+
+
+def _fetch(frame: DataFrame, low: int, high: int) -> Chunk:
+    table = (
+        frame.where(F.col("offset").between(low, high - 1)).orderBy("offset").toArrow()
+    )
+    offsets = table.column("offset").to_pylist()
+    if offsets != list(range(low, high)):
+        raise ZyncError(f"staging offsets {low}..{high - 1} changed while sending; run again")
+    return Chunk(low, table.column("key").to_pylist(), table.column("value").to_pylist())
