@@ -100,12 +100,17 @@ def spark():
 
 
 def run_zync(
-    *args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 120
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 120,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `zync` console script."""
     return subprocess.run(
-        [ZYNC, *args], input=stdin, capture_output=True, text=True, env=env, timeout=timeout
-    )
+        [ZYNC, *args], input=stdin, capture_output=True, text=True, env=env, timeout=timeout,
+        cwd=cwd,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -185,3 +190,63 @@ def pool_offsets(spark, lake: Path, pool: str) -> list[int]:
         )
     assert copied == dead
     return sorted(r.o for r in raw.selectExpr("kafka.offset AS o").collect())
+
+
+@dataclass(frozen=True)
+class Received:
+    partition: int
+    key: object
+    value: object
+    headers: dict[str, bytes]
+
+
+def read_topic(stack: Stack, topic: str, decode: bool = True) -> list[Received]:
+    """Every committed record of `topic`, partition by partition, decoded as a consumer
+    we did not write sees them: confluent-kafka's AvroDeserializer with read_committed."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from zync_assets.kafka.clients import partitions_of
+
+    client = SchemaRegistryClient({"url": stack.registry_settings.url, "timeout": 10})
+    deserialize = AvroDeserializer(client)
+    consumer = Consumer({
+        "bootstrap.servers": stack.kafka.bootstrap_servers, "group.id": uuid.uuid4().hex,
+        "isolation.level": "read_committed", "enable.partition.eof": True,
+        "enable.auto.commit": False,
+    })  # fmt: skip
+    received: list[Received] = []
+    try:
+        for partition in partitions_of(stack.kafka, topic):
+            consumer.assign([TopicPartition(topic, partition, 0)])
+            while True:
+                message = consumer.poll(10)
+                assert message is not None, f"{topic}[{partition}]: no EOF within 10s"
+                if message.error():
+                    assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                    break
+                key, value = message.key(), message.value()
+                if decode:
+                    key = key and deserialize(key, SerializationContext(topic, MessageField.KEY))
+                    value = value and deserialize(
+                        value, SerializationContext(topic, MessageField.VALUE)
+                    )
+                received.append(Received(partition, key, value, dict(message.headers() or [])))
+    finally:
+        consumer.close()
+    return received
+
+
+def rebuild_table(records: list[Received], key_field: str) -> dict[object, dict]:
+    """What a JDBC sink in upsert mode makes of the records: per key, the columns of every
+    upsert merged in order (a record's absent columns stay as they were); a tombstone deletes."""
+    table: dict[object, dict] = {}
+    for record in records:
+        key = record.key[key_field]
+        if record.value is None:
+            table.pop(key, None)
+        else:
+            table[key] = {**table.get(key, {}), **{k: v for k, v in record.value.items()}}
+    return table

@@ -17,7 +17,7 @@ from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import dead_letter_path, pool_path
 from zync_assets.spec import load_spec
-from zync_assets_tests.conftest import Stack, produce_json
+from zync_assets_tests.conftest import Stack, produce_json, read_topic, rebuild_table
 
 pytestmark = pytest.mark.integration
 
@@ -99,8 +99,9 @@ def simple(spark, stack: Stack, tmp_path: Path, lake: Path) -> Pipeline:
 
 
 def test_invoice_demo_gives_zyncs_exact_results(spark, stack: Stack, lake: Path) -> None:
-    from zync_assets.demo.invoices import produce_batch
+    from zync_assets.demo.invoices import produce_batch, reset
 
+    reset(stack.kafka)  # the demo's topic names are fixed
     spec = load_spec(Path(__file__).parent.parent / "etl_specs" / "invoices.yaml")
     registry = Registry(stack.registry_settings)
     expected = {
@@ -134,6 +135,41 @@ def test_invoice_demo_gives_zyncs_exact_results(spark, stack: Stack, lake: Path)
     assert done.select("kafka.topic", "kafka.partition", "kafka.offset").distinct().count() == 12
     (again,) = run_etl(spark, spec)
     assert again.run is None and again.note == "nothing new to ETL"
+
+
+def test_invoice_demo_reaches_a_sink_through_to_kafka(spark, stack: Stack, lake: Path) -> None:
+    """End to end: Debezium batches → raw → staging → NewInvoices, checked after each
+    batch by rebuilding the table from the topic with a consumer we did not write."""
+    from zync_assets.demo.invoices import produce_batch, reset
+    from zync_assets.tokafka.sync import sync_pool
+
+    reset(stack.kafka)  # the demo's topic names are fixed
+    spec = load_spec(Path(__file__).parent.parent / "etl_specs" / "invoices.yaml")
+    registry = Registry(stack.registry_settings)
+    alice, bob = ("Alice", "taco"), ("Bob", "burrito")
+    charlie, dan = ("Charlie", "enchilada"), ("Dan", "beans")
+    tables = {
+        1: {100: (*alice, "pending"), 101: (*bob, "pending")},
+        2: {100: (*alice, "pending"), 101: (*bob, "pending"), 102: (*charlie, "pending")},
+        3: {100: (*alice, "closed"), 101: (*bob, "pending"), 102: (*charlie, "pending"),
+            103: (*dan, "pending")},
+        4: {100: (*alice, "closed"), 101: (*bob, "paid"), 102: (*charlie, "paid"),
+            103: (*dan, "collections")},
+    }  # fmt: skip
+    sent = 0
+    for batch in range(1, 5):
+        produce_batch(batch, stack.kafka, registry)
+        ingest(spark, "Raw", ["Invoices", "InvoiceStatus"], stack.kafka, registry)
+        run_etl(spark, spec)
+        (result,) = sync_pool(spark, "Staging", stack.kafka, registry)
+        assert (result.topic, result.first_offset) == ("NewInvoices", sent)
+        sent = result.next_offset
+        table = rebuild_table(read_topic(stack, "NewInvoices"), "ID")
+        assert {
+            k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()
+        } == tables[batch]
+    assert sent == 8
+    assert sync_pool(spark, "Staging", stack.kafka, registry)[0].sent == 0
 
 
 def test_unpaired_events_wait_for_either_side(simple: Pipeline) -> None:

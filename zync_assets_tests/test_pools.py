@@ -8,14 +8,18 @@ from zync_assets.errors import ZyncError
 from zync_assets.pools import check_pool_name, list_pools, pool_exists
 
 
-def test_a_log_without_a_commit_is_not_a_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_log_without_a_commit_is_not_a_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # What a writer killed during its first commit leaves: a log dir, maybe a temp file.
     (tmp_path / "Half" / "_delta_log").mkdir(parents=True)
     (tmp_path / "Half" / "_delta_log" / ".00000000000000000000.json.tmp").write_text("{}")
     (tmp_path / "Whole" / "_delta_log").mkdir(parents=True)
     (tmp_path / "Whole" / "_delta_log" / "00000000000000000000.json").write_text("{}")
     (tmp_path / "Checkpointed" / "_delta_log").mkdir(parents=True)
-    (tmp_path / "Checkpointed" / "_delta_log" / "00000000000000000010.checkpoint.parquet").write_text("")
+    (
+        tmp_path / "Checkpointed" / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    ).write_text("")
     monkeypatch.setenv("ZYNC_LAKE", str(tmp_path))
     assert not pool_exists(str(tmp_path / "Half"))
     assert not pool_exists(str(tmp_path / "Missing"))

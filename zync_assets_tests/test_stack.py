@@ -25,9 +25,10 @@ def test_port_in_use_is_refused(tmp_path: Path) -> None:
 
 
 def test_missing_jars_point_at_the_installer(tmp_path: Path) -> None:
-    done = run_zync(
-        "stack", "up", env={"PATH": "/usr/bin:/bin", "ZYNC_JARS": str(tmp_path), "HOME": "/tmp"}
-    )
+    done = run_zync(  # in an empty folder: a stack running in the checkout must not matter
+        "stack", "up", env={"PATH": "/usr/bin:/bin", "ZYNC_JARS": str(tmp_path), "HOME": "/tmp"},
+        cwd=tmp_path,
+    )  # fmt: skip
     assert done.returncode == 1
     assert "jars are missing" in done.stderr and "scripts/install.sh" in done.stderr
 

@@ -8,6 +8,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from zync_assets.cli.pipeline import graceful_stop
+from zync_assets.errors import ZyncError
 from zync_assets.follow import follow
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import kafka_settings, registry_settings
@@ -32,7 +33,12 @@ def describe(result: SyncResult) -> str:
 @click.option("--partitions", type=click.IntRange(min=1),
               help="Create missing topics with N partitions (records spread by key hash).")  # fmt: skip
 @click.option("--follow", "keep_going", is_flag=True, help="Keep syncing as staging grows.")
-@click.option("--interval", default="5s", show_default=True, help="With --follow: longest wait between passes.")
+@click.option(
+    "--interval",
+    default="5s",
+    show_default=True,
+    help="With --follow: longest wait between passes.",
+)
 @click.option("--exit-after", help="With --follow: stop once nothing new came for this long.")
 def to_kafka(
     pool: str,
@@ -43,11 +49,12 @@ def to_kafka(
     exit_after: str | None,
 ) -> None:
     """Send staging output records to Kafka from each topic's last committed record on."""
-    from zync_assets.pools import check_pool_name
+    from zync_assets.pools import pool_exists, pool_path
     from zync_assets.spark import spark_session
     from zync_assets.tokafka.sync import sync_pool
 
-    check_pool_name(pool)
+    if not pool_exists(pool_path(pool)):  # before paying for Spark's start
+        raise ZyncError(f"staging pool {pool} does not exist; run `zync etl` first")
     pause, idle = parse_duration(interval), parse_duration(exit_after) if exit_after else None
     kafka, registry = kafka_settings(), Registry(registry_settings())
     started = time.monotonic()
@@ -64,7 +71,10 @@ def to_kafka(
 
         def run_once() -> list[SyncResult]:
             tasks.clear()
-            return sync_pool(spark, pool, kafka, registry, list(topics), partitions, show)
+            results = sync_pool(spark, pool, kafka, registry, list(topics), partitions, show)
+            if not results and not keep_going:
+                bar.console.print(f"pool {pool}: no output records yet, nothing to send")
+            return results
 
         follow(
             run_once,

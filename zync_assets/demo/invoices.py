@@ -12,6 +12,7 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings
 
 TOPICS = ("Invoices", "InvoiceStatus")
+OUTPUT_TOPICS = ("NewInvoices",)
 BATCHES = 4
 _DATA = resources.files("zync_assets.demo") / "invoices"
 
@@ -49,13 +50,14 @@ def produce_batch(number: int, kafka: KafkaSettings, registry: Registry) -> int:
 
 def reset(kafka: KafkaSettings, lake_pools: tuple[str, ...] = ("Raw", "Staging")) -> None:
     """Start the demo afresh: delete its topics and pools (names the demo owns)."""
+    topics = TOPICS + OUTPUT_TOPICS
     import shutil
     import time
 
     from zync_assets.pools import dead_letter_path, pool_path
 
     admin = clients.admin_client(kafka)
-    existing = [t for t in TOPICS if t in clients.cluster_metadata(kafka).topics]
+    existing = [t for t in topics if t in clients.cluster_metadata(kafka).topics]
     if existing:
         for future in admin.delete_topics(existing, operation_timeout=30).values():
             future.result()

@@ -42,23 +42,23 @@ class Encoding:
     subjects: dict[str, int]  # registry subject -> schema id used
 
 
-def output_topics(spark: SparkSession, pool: str) -> list[str]:
+def _staging(spark: SparkSession, pool: str) -> DataFrame:
     path = pool_path(pool)
     if not pool_exists(path):
-        return []
-    frame_ = spark.read.format("delta").load(path).where("kind = 'output'")
-    return sorted(r.topic for r in frame_.select("kafka.topic").distinct().collect())
+        raise ZyncError(f"staging pool {pool} does not exist; run `zync etl` first")
+    return spark.read.format("delta").load(path)
+
+
+def output_topics(spark: SparkSession, pool: str) -> list[str]:
+    outputs = _staging(spark, pool).where("kind = 'output'")
+    return sorted(r.topic for r in outputs.select("kafka.topic").distinct().collect())
 
 
 def outputs_from(spark: SparkSession, pool: str, topic: str, start: int) -> DataFrame:
     """Output records of `topic` in `pool` with offset ≥ start; tombstones' value is NULL."""
-    path = pool_path(pool)
-    if not pool_exists(path):
-        raise ZyncError(f"staging pool {pool} does not exist; run `zync etl` first")
     value = F.col("value")
     return (
-        spark.read.format("delta")
-        .load(path)
+        _staging(spark, pool)
         .where((F.col("kind") == "output") & (F.col("kafka.topic") == topic))
         .where(F.col("kafka.offset") >= start)
         .select(
@@ -81,6 +81,8 @@ def survey(outputs: DataFrame) -> Survey:
         .groupBy("key_names", "value_names")
         .agg(
             F.count("*").alias("n"),
+            F.count("key").alias("keys"),
+            F.count("value").alias("values"),
             F.min("offset").alias("low"),
             F.max("offset").alias("high"),
             F.expr("schema_of_variant_agg(key)").alias("key_type"),
@@ -90,13 +92,13 @@ def survey(outputs: DataFrame) -> Survey:
     )
     shapes_: dict[str | None, str] = {}
     for row in grouped:
-        if row.value_type is not None:
+        if row.values:  # not only tombstones
             shapes_[row.value_names] = row.value_type
     return Survey(
         count=sum(r.n for r in grouped),
         low=min((r.low for r in grouped), default=None),
         high=max((r.high for r in grouped), default=None),
-        key_types=[r.key_type for r in grouped if r.key_type is not None],
+        key_types=[r.key_type for r in grouped if r.keys],
         value_shapes=shapes_,
     )
 
@@ -122,14 +124,14 @@ def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:
         subjects[subject] = schema_id
         matches = F.expr(_NAMES.format("value"))
         matches = matches.isNull() if names is None else matches == names
-        value = F.when(F.col("value").isNotNull() & matches, _framed("value", kind, schema_id, avro)).otherwise(value)
+        value = F.when(
+            F.col("value").isNotNull() & matches, _framed("value", kind, schema_id, avro)
+        ).otherwise(value)
     return Encoding(key, value, subjects)
 
 
 def encoded(outputs: DataFrame, encoding_: Encoding) -> DataFrame:
-    return outputs.select(
-        "offset", encoding_.key.alias("key"), encoding_.value.alias("value")
-    )
+    return outputs.select("offset", encoding_.key.alias("key"), encoding_.value.alias("value"))
 
 
 def _merged(type_texts: list[str]) -> shapes.Type:

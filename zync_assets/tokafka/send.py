@@ -94,7 +94,11 @@ def _produce(producer: Producer, topic: str, pool: str, chunk: Chunk) -> None:
 
 def _abort(producer: Producer, exc: KafkaException, topic: str) -> None:
     error: KafkaError = exc.args[0]
-    if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
+    if error.code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    ):
         raise ZyncError(
             f"another `zync to-kafka` for topic {topic!r} took over (this producer was fenced); "
             "nothing of the current batch was committed, and the other process goes on"

@@ -95,7 +95,9 @@ class _Parser:
     def take(self, expected: str | None = None) -> str:
         token = self.tokens[self.at]
         if expected is not None and token != expected:
-            raise ValueError(f"cannot read type {self.text!r}: expected {expected!r}, got {token!r}")
+            raise ValueError(
+                f"cannot read type {self.text!r}: expected {expected!r}, got {token!r}"
+            )
         self.at += 1
         return token
 
@@ -141,7 +143,7 @@ def parse_type(text: str) -> Type:
     parser = _Parser(text)
     parsed = parser.parse()
     if parser.at != len(parser.tokens):
-        raise ValueError(f"cannot read type {text!r}: trailing {parser.tokens[parser.at:]}")
+        raise ValueError(f"cannot read type {text!r}: trailing {parser.tokens[parser.at :]}")
     return parsed
 
 

@@ -82,7 +82,9 @@ def sync_topic(
     outputs = outputs_from(spark, pool, topic, start)
     found = survey(outputs)
     _check_continues(spark, pool, topic, start, found)
-    result = SyncResult(pool, topic, 0, start, start, position.high_water_marks, position.high_water_marks)
+    result = SyncResult(
+        pool, topic, 0, start, start, position.high_water_marks, position.high_water_marks
+    )
     if found.count == 0:
         return result
     codec = encoding(found, topic, registry)
@@ -91,7 +93,9 @@ def sync_topic(
     report = (lambda sent: progress(topic, sent, found.count)) if progress else (lambda sent: None)
     sent = send_chunks(producer, topic, pool, _chunks(frame, start, end), report)
     after = {p.partition: p.high for p in watermarks(kafka, [topic])[topic]}
-    return SyncResult(pool, topic, sent, start, start + sent, position.high_water_marks, after, codec.subjects)
+    return SyncResult(
+        pool, topic, sent, start, start + sent, position.high_water_marks, after, codec.subjects
+    )
 
 
 def _ensure_topic(kafka: KafkaSettings, topic: str, partitions: int | None) -> None:
@@ -139,9 +143,7 @@ def _chunks(frame: DataFrame, start: int, end: int) -> Iterator[Chunk]:
 
 
 def _fetch(frame: DataFrame, low: int, high: int) -> Chunk:
-    table = (
-        frame.where(F.col("offset").between(low, high - 1)).orderBy("offset").toArrow()
-    )
+    table = frame.where(F.col("offset").between(low, high - 1)).orderBy("offset").toArrow()
     offsets = table.column("offset").to_pylist()
     if offsets != list(range(low, high)):
         raise ZyncError(f"staging offsets {low}..{high - 1} changed while sending; run again")

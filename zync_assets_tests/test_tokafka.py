@@ -1,0 +1,195 @@
+"""to-kafka against the real broker, registry and Spark/Delta: exactly once, refusals, shapes."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from zync_assets.errors import ZyncError
+from zync_assets.kafka.registry import Registry
+from zync_assets.pools import pool_path
+from zync_assets.tokafka.position import OFFSET_HEADER, POOL_HEADER
+from zync_assets.tokafka.sync import sync_pool, sync_topic
+from zync_assets_tests.conftest import Stack, produce_bytes, read_topic, rebuild_table, run_zync
+
+pytestmark = pytest.mark.integration
+
+
+def write_staging(spark, pool: str, topic: str, rows: list[tuple[int, object, object]]) -> None:
+    """Append output records (offset, key, value; JSON-able, None = SQL NULL) to a staging
+    pool, in the layout `zync etl` writes."""
+    data = [(o, json.dumps(k) if k is not None else None, json.dumps(v) if v is not None else None)
+            for o, k, v in rows]  # fmt: skip
+    frame = spark.createDataFrame(data, "o long, k string, v string").selectExpr(
+        "'output' AS kind",
+        f"named_struct('topic', '{topic}', 'partition', 0, 'offset', o, "
+        "'timestamp', current_timestamp()) AS kafka",
+        "parse_json(k) AS key",
+        "parse_json(v) AS value",
+    )
+    frame.write.format("delta").mode("append").partitionBy("kind").save(pool_path(pool))
+
+
+def sync(spark, stack: Stack, pool: str, topic: str, **kwargs):
+    return sync_topic(spark, pool, topic, stack.kafka, Registry(stack.registry_settings), **kwargs)
+
+
+def staging_offsets(records) -> list[int]:
+    return [int(r.headers[OFFSET_HEADER]) for r in records]
+
+
+def test_sends_from_where_the_topic_stands_and_never_twice(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    write_staging(spark, "S", topic, [(i, {"id": i}, {"id": i, "n": i * 10}) for i in range(5)])
+    first = sync(spark, stack, "S", topic)
+    assert (first.sent, first.first_offset, first.next_offset) == (5, 0, 5)
+    assert first.high_water_before == {0: 0} and first.high_water_after[0] >= 5
+    assert sync(spark, stack, "S", topic).sent == 0  # rerun: nothing twice
+
+    write_staging(spark, "S", topic, [(i, {"id": i}, {"id": i, "n": i * 10}) for i in range(5, 8)])
+    second = sync(spark, stack, "S", topic)
+    assert (second.sent, second.first_offset) == (3, 5)
+    records = read_topic(stack, topic)
+    assert staging_offsets(records) == list(range(8))
+    assert [(r.key, r.value) for r in records] == [
+        ({"id": i}, {"id": i, "n": i * 10}) for i in range(8)
+    ]
+    assert {r.headers[POOL_HEADER] for r in records} == {b"S"}
+
+
+def test_shapes_get_one_schema_each_and_partial_updates_stay_partial(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    write_staging(spark, "S", topic, [
+        (0, {"ID": 1}, {"ID": 1, "name": "a", "price": 1.5, "status": None}),
+        (1, {"ID": 1}, {"ID": 1, "status": "paid"}),
+        (2, {"ID": 2}, {"ID": 2, "name": "b", "price": 12.345, "status": "new"}),
+        (3, {"ID": 2}, None),  # a delete: a tombstone for the sink
+        (4, {"ID": 3}, {"ID": 3, "name": "c", "price": 7, "status": "new"}),
+    ])  # fmt: skip
+    result = sync(spark, stack, "S", topic)
+    assert sorted(result.subjects) == sorted([
+        f"{topic}-key",
+        f"{topic}-zync.{topic}.Value_" + _hash("ID,name,price,status"),
+        f"{topic}-zync.{topic}.Value_" + _hash("ID,status"),
+    ])  # fmt: skip
+    records = read_topic(stack, topic)
+    assert records[1].value == {"ID": 1, "status": "paid"}  # no name/price columns to overwrite
+    assert records[3].value is None  # tombstone
+    # one decimal type for the shape, wide enough for every value (scale 3)
+    assert records[0].value["price"] == Decimal("1.500")
+    assert records[4].value["price"] == Decimal("7.000")
+    assert rebuild_table(records, "ID") == {
+        1: {"ID": 1, "name": "a", "price": Decimal("1.500"), "status": "paid"},
+        3: {"ID": 3, "name": "c", "price": Decimal("7.000"), "status": "new"},
+    }
+    # a later run with narrower values keeps the registered (wider) type
+    write_staging(
+        spark, "S", topic, [(5, {"ID": 4}, {"ID": 4, "name": "d", "price": 2.5, "status": None})]
+    )
+    again = sync(spark, stack, "S", topic)
+    assert again.subjects == {k: v for k, v in result.subjects.items() if k in again.subjects}
+    assert read_topic(stack, topic)[5].value["price"] == Decimal("2.500")
+
+
+def _hash(names: str) -> str:
+    import hashlib
+
+    return hashlib.sha1(names.encode()).hexdigest()[:8]
+
+
+def test_several_topics_of_one_pool(spark, stack: Stack, topic: str, lake: Path) -> None:
+    other = f"{topic}_b"
+    write_staging(spark, "Multi", topic, [(i, {"id": i}, {"a": i}) for i in range(3)])
+    write_staging(spark, "Multi", other, [(i, {"id": i}, {"b": str(i)}) for i in range(2)])
+    results = sync_pool(spark, "Multi", stack.kafka, Registry(stack.registry_settings))
+    assert {(r.topic, r.sent) for r in results} == {(topic, 3), (other, 2)}
+    assert [r.value for r in read_topic(stack, other)] == [{"b": "0"}, {"b": "1"}]
+
+
+def test_partitions_spread_keys_and_keep_each_partition_contiguous(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    rows = [(i, {"id": i % 7}, {"id": i % 7, "n": i}) for i in range(60)]
+    write_staging(spark, "P", topic, rows[:40])
+    sync(spark, stack, "P", topic, partitions=3)
+    write_staging(spark, "P", topic, rows[40:])
+    assert sync(spark, stack, "P", topic).sent == 20
+    records = read_topic(stack, topic)
+    assert sorted(staging_offsets(records)) == list(range(60))  # each exactly once
+    by_partition: dict[int, list[int]] = {}
+    for r in records:
+        by_partition.setdefault(r.partition, []).append(int(r.headers[OFFSET_HEADER]))
+    assert len(by_partition) > 1
+    assert all(offsets == sorted(offsets) for offsets in by_partition.values())
+    partition_of_key = {}
+    for r in records:
+        assert partition_of_key.setdefault(r.key["id"], r.partition) == r.partition
+    with pytest.raises(ZyncError, match="already has 3 partition"):
+        sync(spark, stack, "P", topic, partitions=1)
+
+
+def test_a_topic_with_foreign_records_is_refused_and_gets_nothing(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    produce_bytes(stack, topic, [(None, b"someone else's record")])
+    write_staging(spark, "S", topic, [(0, {"id": 0}, {"n": 0})])
+    with pytest.raises(ZyncError, match="was not written by `zync to-kafka`"):
+        sync(spark, stack, "S", topic)
+    assert len(read_topic(stack, topic, decode=False)) == 1
+
+
+def test_a_topic_ahead_of_its_pool_is_refused(spark, stack: Stack, topic: str, lake: Path) -> None:
+    write_staging(spark, "S", topic, [(i, {"id": i}, {"n": i}) for i in range(4)])
+    sync(spark, stack, "S", topic)
+    import shutil
+
+    shutil.rmtree(pool_path("S"))  # the pool is rebuilt with less in it
+    write_staging(spark, "S", topic, [(i, {"id": i}, {"n": i}) for i in range(2)])
+    with pytest.raises(ZyncError, match="beyond what staging pool S has"):
+        sync(spark, stack, "S", topic)
+    with pytest.raises(ZyncError, match="written from staging pool 'S', not 'Other'"):
+        write_staging(spark, "Other", topic, [(i, {"id": i}, {"n": i}) for i in range(9)])
+        sync(spark, stack, "Other", topic)
+
+
+def test_a_gap_in_staging_offsets_is_refused_and_nothing_sent(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    write_staging(spark, "S", topic, [(0, {"id": 0}, {"n": 0}), (1, {"id": 1}, {"n": 1}),
+                                      (3, {"id": 3}, {"n": 3})])  # fmt: skip
+    with pytest.raises(
+        ZyncError, match=r"gap in topic .* needs 0..3 \(4 records\) and staging has 3"
+    ):
+        sync(spark, stack, "S", topic)
+    assert read_topic(stack, topic) == []
+
+
+def test_values_sinks_cannot_type_are_refused_with_the_field(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    write_staging(spark, "S", topic, [(0, None, {"n": 1}), (1, None, {"n": "one"})])
+    with pytest.raises(ZyncError, match="field n has type VARIANT"):
+        sync(spark, stack, "S", topic)
+    write_staging(spark, "T", topic + "x", [(0, None, {"bad name": 1})])
+    with pytest.raises(ZyncError, match="field bad name is not a valid Avro name"):
+        sync(spark, stack, "T", topic + "x")
+
+
+def test_cli_syncs_and_reports_each_topic(spark, stack: Stack, topic: str, lake: Path) -> None:
+    write_staging(spark, "Cli", topic, [(i, {"id": i}, {"n": i}) for i in range(3)])
+    env = stack.env(ZYNC_LAKE=str(lake))
+    done = run_zync("to-kafka", "--pool", "Cli", env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"pool Cli → {topic}: sent 3 records (staging offsets 0..2)" in done.stdout
+    again = run_zync("to-kafka", "--pool", "Cli", "--topic", topic, env=env, timeout=300)
+    assert f"pool Cli → {topic}: up to date at staging offset 3" in again.stdout
+    missing = run_zync("to-kafka", "--pool", "Nope", env=env, timeout=300)
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines()[-1] == (
+        "zync: error: staging pool Nope does not exist; run `zync etl` first"
+    )
