@@ -31,6 +31,7 @@ class Survey:
     count: int
     low: int | None
     high: int | None  # the largest offset
+    has_previous: bool  # staging has the record at start - 1
     key_types: list[str]  # schema_of_variant_agg per key shape
     value_shapes: dict[str | None, str]  # field names ("a,b") -> merged type
 
@@ -55,8 +56,8 @@ def output_topics(spark: SparkSession, pool: str) -> list[str]:
 
 
 def outputs_from(spark: SparkSession, pool: str, topic: str, start: int) -> DataFrame:
-    """Output records of `topic` in `pool` with offset ≥ start; tombstones' value is NULL."""
-    value = F.col("value")
+    """Output records of `topic` in `pool` with offset ≥ start: offset, key, value
+    (tombstones' value is NULL) and `shape`, the value's top-level field names."""
     return (
         _staging(spark, pool)
         .where((F.col("kind") == "output") & (F.col("kafka.topic") == topic))
@@ -64,42 +65,44 @@ def outputs_from(spark: SparkSession, pool: str, topic: str, start: int) -> Data
         .select(
             F.col("kafka.offset").alias("offset"),
             F.when(~F.expr("is_variant_null(key)"), F.col("key")).alias("key"),
-            F.when(~F.expr("is_variant_null(value)"), value).alias("value"),
+            F.when(~F.expr("is_variant_null(value)"), F.col("value")).alias("value"),
         )
+        .withColumn("shape", F.expr(_NAMES.format("value")))
     )
 
 
-def survey(outputs: DataFrame) -> Survey:
+def survey(outputs: DataFrame, start: int) -> Survey:
+    """Shapes and offsets of the records from `start` on; `outputs` may begin one
+    record earlier, to learn whether staging has the record before `start`."""
+    new = F.col("offset") >= start
     grouped = (
         outputs.select(
             "offset",
-            F.expr(_NAMES.format("key")).alias("key_names"),
-            F.expr(_NAMES.format("value")).alias("value_names"),
-            "key",
-            "value",
+            "shape",
+            F.when(new, F.col("key")).alias("key"),
+            F.when(new, F.col("value")).alias("value"),
+            new.alias("new"),
         )
-        .groupBy("key_names", "value_names")
+        .groupBy("shape")
         .agg(
-            F.count("*").alias("n"),
+            F.count(F.when(F.col("new"), 1)).alias("n"),
             F.count("key").alias("keys"),
             F.count("value").alias("values"),
-            F.min("offset").alias("low"),
-            F.max("offset").alias("high"),
+            F.min(F.when(F.col("new"), F.col("offset"))).alias("low"),
+            F.max(F.when(F.col("new"), F.col("offset"))).alias("high"),
+            F.max(F.col("offset") == start - 1).alias("previous"),
             F.expr("schema_of_variant_agg(key)").alias("key_type"),
             F.expr("schema_of_variant_agg(value)").alias("value_type"),
         )
         .collect()
     )
-    shapes_: dict[str | None, str] = {}
-    for row in grouped:
-        if row.values:  # not only tombstones
-            shapes_[row.value_names] = row.value_type
     return Survey(
         count=sum(r.n for r in grouped),
-        low=min((r.low for r in grouped), default=None),
-        high=max((r.high for r in grouped), default=None),
-        key_types=[r.key_type for r in grouped if r.keys],
-        value_shapes=shapes_,
+        low=min((r.low for r in grouped if r.n), default=None),
+        high=max((r.high for r in grouped if r.n), default=None),
+        has_previous=any(r.previous for r in grouped),
+        key_types=[r.key_type for r in grouped if r.keys],  # keys: one merged schema
+        value_shapes={r.shape: r.value_type for r in grouped if r.values},  # not tombstones
     )
 
 
@@ -122,8 +125,7 @@ def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:
             registry, subject, kind, shapes.value_record_name(kind), topic
         )
         subjects[subject] = schema_id
-        matches = F.expr(_NAMES.format("value"))
-        matches = matches.isNull() if names is None else matches == names
+        matches = F.col("shape").isNull() if names is None else F.col("shape") == names
         value = F.when(
             F.col("value").isNotNull() & matches, _framed("value", kind, schema_id, avro)
         ).otherwise(value)

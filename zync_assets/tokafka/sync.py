@@ -79,9 +79,9 @@ def sync_topic(
     before = watermarks(kafka, [topic])[topic]
     position = topic_position(kafka, topic, pool, before)
     start = position.next_offset
-    outputs = outputs_from(spark, pool, topic, start)
-    found = survey(outputs)
-    _check_continues(spark, pool, topic, start, found)
+    outputs = outputs_from(spark, pool, topic, max(start - 1, 0))
+    found = survey(outputs, start)
+    _check_continues(pool, topic, start, found)
     result = SyncResult(
         pool, topic, 0, start, start, position.high_water_marks, position.high_water_marks
     )
@@ -111,15 +111,15 @@ def _ensure_topic(kafka: KafkaSettings, topic: str, partitions: int | None) -> N
         )
 
 
-def _check_continues(spark: SparkSession, pool: str, topic: str, start: int, found: Survey) -> None:
+def _check_continues(pool: str, topic: str, start: int, found: Survey) -> None:
     """Staging must hold the records right after the topic's last one, densely."""
+    if start > 0 and not found.has_previous:
+        raise ZyncError(
+            f"topic {topic!r} already holds staging offsets up to {start - 1}, beyond what "
+            f"staging pool {pool} has for it; was the pool dropped or rebuilt? "
+            "refusing to send (send to a new topic)"
+        )
     if found.count == 0:
-        if start > 0 and outputs_from(spark, pool, topic, start - 1).limit(1).count() == 0:
-            raise ZyncError(
-                f"topic {topic!r} already holds staging offsets up to {start - 1}, beyond what "
-                f"staging pool {pool} has for it; was the pool dropped or rebuilt? "
-                "refusing to send (send to a new topic)"
-            )
         return
     expected = found.high - start + 1 if found.high is not None else 0
     if found.low != start or found.count != expected:

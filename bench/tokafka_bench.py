@@ -1,0 +1,135 @@
+"""to-kafka throughput: `python -m bench.tokafka_bench [--records N]`.
+
+Side by side in one process, against one broker:
+  plain   a plain confluent-kafka producer (idempotent, same batching, no transactions)
+          sending the very bytes to-kafka sent, already encoded and in memory
+  zync    `sync_topic` from a staging pool of N output records (Delta read, shape survey,
+          Avro encoding in Spark, transfer to Python, transactional sends)
+The plain producer runs twice (before and after zync) and the better run is the baseline.
+Results are appended to docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from bench.common import bench_stack, machine
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
+
+
+def write_staging(spark: SparkSession, pool: str, topic: str, count: int, first: int = 0) -> None:
+    """`count` output records of `topic` (offsets first..), in the layout `zync etl` writes:
+    invoice-like rows, every tenth one a partial update (a second shape)."""
+    from zync_assets.pools import pool_path
+
+    ids = spark.range(first, first + count)
+    full = F.to_variant_object(F.struct(
+        F.col("id").alias("ID"), F.format_string("customer-%d", F.col("id") % 9973).alias("customer"),
+        F.lit("household goods").alias("item"),
+        (F.col("id") % 100_000 / 100).cast("decimal(12,2)").alias("amount"),
+        F.lit("pending").alias("invoice_status"),
+        F.timestamp_seconds(F.lit(1_767_225_600) + F.col("id")).alias("created_at"),
+    ))  # fmt: skip
+    partial = F.to_variant_object(
+        F.struct(F.col("id").alias("ID"), F.lit("paid").alias("invoice_status"))
+    )
+    frame = ids.select(
+        F.lit("output").alias("kind"),
+        F.struct(F.lit(topic).alias("topic"), F.lit(0).alias("partition"), F.col("id").alias("offset"),
+                 F.timestamp_seconds(F.lit(1_767_225_600)).alias("timestamp")).alias("kafka"),
+        F.to_variant_object(F.struct(F.col("id").alias("ID"))).alias("key"),
+        F.when(F.col("id") % 10 == 9, partial).otherwise(full).alias("value"),
+    )  # fmt: skip
+    frame.write.format("delta").mode("append").partitionBy("kind").save(pool_path(pool))
+
+
+def plain_producer(kafka, topic: str, records: list[tuple[bytes, bytes]]) -> float:
+    from zync_assets.kafka.clients import ensure_topic, producer
+
+    ensure_topic(kafka, topic)
+    out = producer(kafka, **{"linger.ms": 50, "batch.size": 1_000_000,
+                             "queue.buffering.max.messages": 1_000_000,
+                             "queue.buffering.max.kbytes": 1_048_576})  # fmt: skip
+    started = time.perf_counter()
+    for index, (key, value) in enumerate(records):
+        while True:
+            try:
+                out.produce(topic, key=key, value=value)
+                break
+            except BufferError:
+                out.poll(0.05)
+        if index % 10_000 == 0:
+            out.poll(0)
+    assert out.flush(120) == 0
+    return time.perf_counter() - started
+
+
+def sent_bytes(kafka, topic: str, count: int) -> list[tuple[bytes, bytes]]:
+    from confluent_kafka import TopicPartition
+
+    from zync_assets.kafka.clients import consumer
+
+    reader = consumer(kafka, **{"isolation.level": "read_committed"})
+    reader.assign([TopicPartition(topic, 0, 0)])
+    records: list[tuple[bytes, bytes]] = []
+    while len(records) < count:
+        message = reader.poll(10)
+        assert message is not None
+        if not message.error():
+            records.append((message.key(), message.value()))
+    reader.close()
+    return records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000)
+    args = parser.parse_args()
+    os.environ.setdefault("ZYNC_LAKE", tempfile.mkdtemp(prefix="zync-bench-lake-"))
+    from zync_assets.spark import spark_session
+    from zync_assets.tokafka.sync import sync_topic
+
+    with bench_stack() as (kafka, registry):
+        spark = spark_session("zync-bench")
+        topic = f"bench_out_{uuid.uuid4().hex[:6]}"
+        write_staging(spark, "BenchStaging", topic, args.records)
+        started = time.perf_counter()
+        result = sync_topic(spark, "BenchStaging", topic, kafka, registry)
+        zync_s = time.perf_counter() - started
+        assert result.sent == args.records
+        records = sent_bytes(kafka, topic, args.records)
+        plain_s = min(plain_producer(kafka, f"{topic}_plain{i}", records) for i in range(2))
+        size = sum(len(k) + len(v) for k, v in records[:10_000]) / 10_000
+    lines = [
+        "",
+        f"### to-kafka, {dt.date.today()} — {machine()}",
+        "",
+        f"{args.records:,} staging output records (two shapes: invoice rows with decimal and "
+        f"timestamp, and partial updates), {size:.0f} bytes of key + value on average, "
+        "one partition.",
+        "",
+        "| measurement | seconds | records/s | ratio to plain producer |",
+        "|---|---:|---:|---:|",
+        f"| plain confluent-kafka producer, pre-encoded records in memory (best of 2) | "
+        f"{plain_s:.1f} | {args.records / plain_s:,.0f} | 1.00 |",
+        f"| zync to-kafka (`sync_topic`), warm Spark session | {zync_s:.1f} | "
+        f"{args.records / zync_s:,.0f} | {plain_s / zync_s:.3f} |",
+        "",
+    ]
+    print("\n".join(lines))
+    with RESULTS.open("a") as out:
+        out.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
