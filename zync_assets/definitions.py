@@ -21,6 +21,7 @@ from zync_assets.orchestration.resources import (
     SparkResource,
 )
 from zync_assets.orchestration.staging import etl_assets
+from zync_assets.orchestration.tokafka import output_topic_assets
 from zync_assets.spec import Spec, find_specs, load_spec
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +65,7 @@ def build_definitions(specs: list[Spec]) -> Definitions:
             *topic_assets(topics),
             *(raw_pool_asset(pool, ts) for pool, ts in pools.items()),
             *(asset for spec in specs if spec.transforms for asset in etl_assets(spec)),
+            *(asset for spec in specs if spec.transforms for asset in output_topic_assets(spec)),
         ],
         sensors=[raw_pool_sensor(pool, ts) for pool, ts in pools.items()],
         resources={

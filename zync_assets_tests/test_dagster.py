@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, build_sensor_context, materialize
+from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
 
 from zync_assets.definitions import build_definitions
 from zync_assets.orchestration.raw import PROGRESS_KEY, raw_key
 from zync_assets.orchestration.resources import KafkaResource
 from zync_assets.spec import load_spec
-from zync_assets_tests.conftest import Stack, produce_json
+from zync_assets_tests.conftest import Stack, produce_json, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -103,8 +103,13 @@ def test_raw_then_staging_and_done_materialize_with_passing_checks(
     produce_json(stack, topic, [({"id": i}, {"op": "c", "after": {"id": i}}) for i in range(3)])
     instance = DagsterInstance.ephemeral()
     graph = defs.resolve_asset_graph()
-    assets = [defs.get_assets_def(k) for k in graph.get_all_asset_keys() if k.path[0] != "kafka"]
-    result = materialize(assets, instance=instance, resources=defs.resources)
+    keys = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable]
+    assert {k.to_user_string() for k in keys} == {
+        "raw/FlowRaw", "staging/FlowStaging", "done/FlowStaging", f"kafka/{topic}_out",
+    }  # fmt: skip
+    result = materialize(
+        [defs.get_assets_def(k) for k in keys], instance=instance, resources=defs.resources
+    )
     assert result.success
     staging = [
         m
@@ -120,6 +125,15 @@ def test_raw_then_staging_and_done_materialize_with_passing_checks(
         "cursors_never_move_back": True,
         "no_duplicate_done_records": True,
     }
+    (sent,) = [
+        m.materialization.metadata
+        for m in result.get_asset_materialization_events()
+        if m.asset_key.path == ["kafka", f"{topic}_out"]
+    ]
+    assert sent["records_sent"].value == 3 and sent["staging_offsets"].value == "0..2"
+    assert json.loads(sent["high_water_mark_before"].value) == {"0": 0}
+    assert json.loads(sent["high_water_mark_after"].value)["0"] >= 3  # + a transaction marker
+    assert [r.value for r in read_topic(stack, f"{topic}_out")] == [{"id": i} for i in range(3)]
 
 
 def test_dagster_cli_materializes_a_raw_pool(
@@ -165,3 +179,11 @@ def test_staging_follows_new_raw_data_and_only_then(
     assert materialize([raw], instance=instance, resources=defs.resources).success
     after_raw = evaluate_automation_conditions(defs=defs, instance=instance, cursor=quiet.cursor)
     assert after_raw.get_num_requested(staging_key("EagerStaging")) == 1
+    out = AssetKey(["kafka", f"{topic}_out"])
+    assert after_raw.get_num_requested(out) == 0  # waits for staging, not raw
+
+    assert materialize([etl], instance=instance, resources=defs.resources).success
+    after_staging = evaluate_automation_conditions(
+        defs=defs, instance=instance, cursor=after_raw.cursor
+    )
+    assert after_staging.get_num_requested(out) == 1  # to-kafka follows staging

@@ -32,6 +32,8 @@ def describe(result: SyncResult) -> str:
               help="Output topic to sync (repeatable); default: every topic the pool has records for.")  # fmt: skip
 @click.option("--partitions", type=click.IntRange(min=1),
               help="Create missing topics with N partitions (records spread by key hash).")  # fmt: skip
+@click.option("--transaction-size", type=click.IntRange(min=1), default=200_000, show_default=True,
+              help="Records per Kafka transaction: what a crash rolls back and resends.")  # fmt: skip
 @click.option("--follow", "keep_going", is_flag=True, help="Keep syncing as staging grows.")
 @click.option(
     "--interval",
@@ -44,6 +46,7 @@ def to_kafka(
     pool: str,
     topics: tuple[str, ...],
     partitions: int | None,
+    transaction_size: int,
     keep_going: bool,
     interval: str,
     exit_after: str | None,
@@ -71,7 +74,9 @@ def to_kafka(
 
         def run_once() -> list[SyncResult]:
             tasks.clear()
-            results = sync_pool(spark, pool, kafka, registry, list(topics), partitions, show)
+            results = sync_pool(
+                spark, pool, kafka, registry, list(topics), partitions, show, transaction_size
+            )
             if not results and not keep_going:
                 bar.console.print(f"pool {pool}: no output records yet, nothing to send")
             return results

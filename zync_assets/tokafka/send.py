@@ -68,8 +68,8 @@ def send_chunks(
     """Send each chunk in its own transaction; returns the records committed."""
     sent = 0
     for chunk in chunks:
-        producer.begin_transaction()
         try:
+            producer.begin_transaction()
             _produce(producer, topic, pool, chunk)
             producer.commit_transaction(TRANSACTION_TIMEOUT_S)
         except KafkaException as exc:

@@ -31,7 +31,7 @@ from zync_assets.tokafka.encode import (
 from zync_assets.tokafka.position import topic_position
 from zync_assets.tokafka.send import Chunk, open_producer, send_chunks
 
-CHUNK = 200_000  # records per transaction and per Spark fetch
+TRANSACTION_SIZE = 200_000  # default records per transaction (and per Spark fetch)
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,13 @@ def sync_pool(
     topics: list[str] | None = None,
     partitions: int | None = None,
     progress: Progress | None = None,
+    transaction_size: int = TRANSACTION_SIZE,
 ) -> list[SyncResult]:
     """Sync `topics` (default: every output topic the pool has records for)."""
     chosen = topics if topics else output_topics(spark, pool)
     return [
-        sync_topic(spark, pool, topic, kafka, registry, partitions, progress) for topic in chosen
+        sync_topic(spark, pool, topic, kafka, registry, partitions, progress, transaction_size)
+        for topic in chosen
     ]
 
 
@@ -73,6 +75,7 @@ def sync_topic(
     registry: Registry,
     partitions: int | None = None,
     progress: Progress | None = None,
+    transaction_size: int = TRANSACTION_SIZE,
 ) -> SyncResult:
     _ensure_topic(kafka, topic, partitions)
     producer = open_producer(kafka, pool, topic)  # fences any older to-kafka first
@@ -91,7 +94,7 @@ def sync_topic(
     frame = encoded(outputs, codec)
     end = start + found.count
     report = (lambda sent: progress(topic, sent, found.count)) if progress else (lambda sent: None)
-    sent = send_chunks(producer, topic, pool, _chunks(frame, start, end), report)
+    sent = send_chunks(producer, topic, pool, _chunks(frame, start, end, transaction_size), report)
     after = {p.partition: p.high for p in watermarks(kafka, [topic])[topic]}
     return SyncResult(
         pool, topic, sent, start, start + sent, position.high_water_marks, after, codec.subjects
@@ -130,9 +133,9 @@ def _check_continues(pool: str, topic: str, start: int, found: Survey) -> None:
         )
 
 
-def _chunks(frame: DataFrame, start: int, end: int) -> Iterator[Chunk]:
+def _chunks(frame: DataFrame, start: int, end: int, size: int) -> Iterator[Chunk]:
     """Chunks in offset order; the next one is fetched from Spark while this one is sent."""
-    bounds = [(low, min(low + CHUNK, end)) for low in range(start, end, CHUNK)]
+    bounds = [(low, min(low + size, end)) for low in range(start, end, size)]
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = pool.submit(_fetch, frame, *bounds[0])
         for index in range(len(bounds)):
