@@ -24,6 +24,7 @@ from zync_assets.pools import pool_path
 from zync_assets.settings import kafka_settings, registry_settings
 from zync_assets.spark import spark_session
 from zync_assets.spec import load_spec
+from zync_assets.tokafka.sync import sync_pool
 
 SPEC = Path(__file__).resolve().parent.parent.parent / "etl_specs" / "invoices.yaml"
 
@@ -43,6 +44,30 @@ def staging_table(spark, run: int) -> Table:
     for row in rows:
         style = "bold green" if row.run == run else None
         table.add_row(str(row.offset), row.k, row.v, str(row.run), style=style)
+    return table
+
+
+def sink_table(kafka, registry) -> Table:
+    """What a JDBC sink in upsert mode builds from NewInvoices: per key, each record's
+    columns merged in order; a tombstone deletes."""
+    from zync_assets.kafka.consume import Undecodable, consume
+
+    rows: dict[object, dict] = {}
+    for record in consume(kafka, registry, "NewInvoices", from_beginning=True, idle_timeout=2):
+        if isinstance(record, Undecodable):
+            raise ZyncError(f"NewInvoices offset {record.offset}: {record.error}")
+        key = record["key"]["ID"]
+        if record["value"] is None:
+            rows.pop(key, None)
+        else:
+            rows[key] = {**rows.get(key, {}), **record["value"]}
+    table = Table(title="The sink's table, rebuilt from topic NewInvoices")
+    for column in ("ID", "customer", "item", "invoice_status"):
+        table.add_column(column)
+    for key in sorted(rows):
+        table.add_row(
+            *(str(rows[key].get(c)) for c in ("ID", "customer", "item", "invoice_status"))
+        )
     return table
 
 
@@ -71,6 +96,11 @@ def main() -> None:
         console.print(staging_table(spark, etl.run or 0))
         for line in pending_report(spark, spec):
             console.print(f"  pending: {line}")
+        with console.status("sending staging to Kafka…"):
+            (sent,) = sync_pool(spark, "Staging", kafka, registry)
+        console.print(f"to-kafka: {sent.sent} records to {sent.topic} "
+                      f"(staging offsets {sent.first_offset}..{sent.next_offset - 1})")  # fmt: skip
+    console.print(sink_table(kafka, registry))
     done = spark.read.format("delta").load(pool_path("Staging")).where("kind = 'done'").count()
     console.print(f"\n{done} done records in all (zync's demo: 12).")
     console.print('Query the pools yourself, e.g.:  zync query "SELECT * FROM Staging"')
