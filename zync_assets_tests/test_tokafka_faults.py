@@ -21,10 +21,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def test_kill_9_during_a_large_sync_then_resume_sends_each_record_once_in_order(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
-    count = 400_000
+    count = 250_000
     write_staging(spark, "Big", topic, count)
     env = stack.env(ZYNC_LAKE=str(lake))
-    command = [ZYNC, "to-kafka", "--pool", "Big", "--transaction-size", "40000"]
+    command = [ZYNC, "to-kafka", "--pool", "Big", "--transaction-size", "25000"]
     rng = random.Random(11)
     for _ in range(5):
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

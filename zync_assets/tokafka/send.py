@@ -34,11 +34,24 @@ def transactional_id(pool: str, topic: str) -> str:
     return f"zync-to-kafka.{pool}.{topic}"
 
 
-def open_producer(kafka: KafkaSettings, pool: str, topic: str, **overrides: object) -> Producer:
+class FatalErrors(list[KafkaError]):
+    """librdkafka's fatal errors, as its error callback reports them: a failed call
+    only says "Local: Fatal error"; this says why (e.g. the producer was fenced)."""
+
+    def __call__(self, error: KafkaError) -> None:
+        if error.fatal():
+            self.append(error)
+
+
+def open_producer(
+    kafka: KafkaSettings, pool: str, topic: str, **overrides: object
+) -> tuple[Producer, FatalErrors]:
     """A transactional producer that has fenced its predecessors."""
+    fatal = FatalErrors()
     producer = clients.producer(
         kafka,
         **{
+            "error_cb": fatal,
             "transactional.id": transactional_id(pool, topic),
             "transaction.timeout.ms": int(TRANSACTION_TIMEOUT_S * 1000),
             "linger.ms": 50,
@@ -55,11 +68,12 @@ def open_producer(kafka: KafkaSettings, pool: str, topic: str, **overrides: obje
             f"cannot start a Kafka transaction for topic {topic!r} at {kafka.bootstrap_servers} "
             f"({_describe(exc)}); check that the broker is up and allows transactions"
         ) from exc
-    return producer
+    return producer, fatal
 
 
 def send_chunks(
     producer: Producer,
+    fatal: FatalErrors,
     topic: str,
     pool: str,
     chunks: Iterator[Chunk],
@@ -73,7 +87,7 @@ def send_chunks(
             _produce(producer, topic, pool, chunk)
             producer.commit_transaction(TRANSACTION_TIMEOUT_S)
         except KafkaException as exc:
-            _abort(producer, exc, topic)
+            _abort(producer, exc, fatal, topic)
         sent += len(chunk.keys)
         on_commit(sent)
     return sent
@@ -92,13 +106,14 @@ def _produce(producer: Producer, topic: str, pool: str, chunk: Chunk) -> None:
             producer.poll(0)
 
 
-def _abort(producer: Producer, exc: KafkaException, topic: str) -> None:
+_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+
+def _abort(producer: Producer, exc: KafkaException, fatal: FatalErrors, topic: str) -> None:
     error: KafkaError = exc.args[0]
-    if error.code() in (
-        KafkaError._FENCED,
-        KafkaError.PRODUCER_FENCED,
-        KafkaError.INVALID_PRODUCER_EPOCH,
-    ):
+    if error.code() == KafkaError._FATAL and fatal:
+        error = fatal[0]  # the reason behind "Local: Fatal error"
+    if error.code() in _FENCED:
         raise ZyncError(
             f"another `zync to-kafka` for topic {topic!r} took over (this producer was fenced); "
             "nothing of the current batch was committed, and the other process goes on"
@@ -106,7 +121,7 @@ def _abort(producer: Producer, exc: KafkaException, topic: str) -> None:
     if error.txn_requires_abort():
         producer.abort_transaction(TRANSACTION_TIMEOUT_S)
     raise ZyncError(
-        f"sending to {topic!r} failed and the batch was rolled back: {_describe(exc)}; "
+        f"sending to {topic!r} failed and the batch was rolled back: {error.str()}; "
         "run again to resume from the last committed record"
     ) from exc
 

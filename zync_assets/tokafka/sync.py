@@ -78,7 +78,7 @@ def sync_topic(
     transaction_size: int = TRANSACTION_SIZE,
 ) -> SyncResult:
     _ensure_topic(kafka, topic, partitions)
-    producer = open_producer(kafka, pool, topic)  # fences any older to-kafka first
+    producer, fatal = open_producer(kafka, pool, topic)  # fences any older to-kafka first
     before = watermarks(kafka, [topic])[topic]
     position = topic_position(kafka, topic, pool, before)
     start = position.next_offset
@@ -94,7 +94,9 @@ def sync_topic(
     frame = encoded(outputs, codec)
     end = start + found.count
     report = (lambda sent: progress(topic, sent, found.count)) if progress else (lambda sent: None)
-    sent = send_chunks(producer, topic, pool, _chunks(frame, start, end, transaction_size), report)
+    sent = send_chunks(
+        producer, fatal, topic, pool, _chunks(frame, start, end, transaction_size), report
+    )
     after = {p.partition: p.high for p in watermarks(kafka, [topic])[topic]}
     return SyncResult(
         pool, topic, sent, start, start + sent, position.high_water_marks, after, codec.subjects
