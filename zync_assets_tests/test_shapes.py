@@ -1,0 +1,78 @@
+"""Output shapes: Spark variant types → stable Avro schemas (pure functions)."""
+
+import pytest
+
+from zync_assets.errors import ZyncError
+from zync_assets.tokafka.shapes import (
+    Array,
+    Decimal,
+    Object,
+    Scalar,
+    from_avro,
+    merge,
+    parse_type,
+    spark_ddl,
+    to_avro,
+    value_subject,
+)
+
+
+def test_variant_types_are_normalised_to_stable_ones() -> None:
+    parsed = parse_type(
+        "OBJECT<ID: BIGINT, d: DECIMAL(3,1), f: FLOAT, `odd name`: VOID, a: ARRAY<INT>>"
+    )
+    assert parsed == Object(
+        (
+            ("ID", Scalar("BIGINT")),
+            ("d", Decimal(1)),
+            ("f", Scalar("DOUBLE")),
+            ("odd name", Scalar("VOID")),
+            ("a", Array(Scalar("BIGINT"))),
+        )
+    )
+
+
+def test_types_only_widen() -> None:
+    old = parse_type("OBJECT<n: BIGINT, s: VOID, d: DECIMAL(4,2)>")
+    new = parse_type("OBJECT<n: DECIMAL(5,3), s: STRING, d: DECIMAL(2,1), extra: DATE>")
+    assert merge(old, new) == Object(
+        (
+            ("n", Decimal(3)),
+            ("s", Scalar("STRING")),
+            ("d", Decimal(2)),
+            ("extra", Scalar("DATE")),
+        )
+    )
+    assert merge(parse_type("OBJECT<x: DECIMAL(3,1)>"), parse_type("OBJECT<x: DOUBLE>")) == Object(
+        (("x", Scalar("DOUBLE")),)
+    )
+    with pytest.raises(ZyncError, match="field x holds STRING and BIGINT values"):
+        merge(parse_type("OBJECT<x: STRING>"), parse_type("OBJECT<x: BIGINT>"))
+
+
+def test_avro_schema_has_optional_fields_and_round_trips() -> None:
+    kind = parse_type("OBJECT<ID: BIGINT, at: TIMESTAMP, d: DECIMAL(9,2), n: OBJECT<x: STRING>>")
+    schema = to_avro(kind, "Value_1", "zync.T")
+    assert schema["fields"][0] == {"name": "ID", "type": ["null", "long"], "default": None}
+    assert schema["fields"][1]["type"][1] == {"type": "long", "logicalType": "timestamp-micros"}
+    assert schema["fields"][2]["type"][1]["scale"] == 2
+    assert schema["fields"][3]["type"][1]["name"] == "Value_1_n"
+    assert from_avro(schema) == kind
+    assert spark_ddl(kind) == (
+        "STRUCT<`ID`: BIGINT, `at`: TIMESTAMP, `d`: DECIMAL(38,2), `n`: STRUCT<`x`: STRING>>"
+    )
+
+
+def test_names_avro_cannot_hold_and_mixed_types_are_refused_with_the_path() -> None:
+    with pytest.raises(ZyncError, match=r"field n\.bad-name is not a valid Avro name"):
+        to_avro(parse_type("OBJECT<n: OBJECT<`bad-name`: BIGINT>>"), "V", "ns")
+    with pytest.raises(ZyncError, match="field v has type VARIANT"):
+        to_avro(parse_type("OBJECT<v: VARIANT>"), "V", "ns")
+
+
+def test_one_subject_per_field_set_whatever_the_types() -> None:
+    a = parse_type("OBJECT<ID: BIGINT, s: VOID>")
+    b = parse_type("OBJECT<ID: DECIMAL(3,1), s: STRING>")
+    assert value_subject("T", a) == value_subject("T", b)
+    assert value_subject("T", a) != value_subject("T", parse_type("OBJECT<ID: BIGINT>"))
+    assert value_subject("T", Scalar("STRING")) == "T-value"
