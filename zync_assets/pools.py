@@ -43,6 +43,14 @@ def pool_exists(path: str) -> bool:
     return log.is_dir() and any(_COMMIT_FILE.match(entry.name) for entry in log.iterdir())
 
 
+def require_pool(name: str, kind: str, hint: str) -> str:
+    """The path of an existing pool; else a ZyncError naming the `kind` of pool and `hint`."""
+    path = pool_path(name)
+    if not pool_exists(path):
+        raise ZyncError(f"{kind} {name} does not exist; {hint}")
+    return path
+
+
 def list_pools() -> list[str]:
     lake = lake_dir()
     if not lake.is_dir():

@@ -240,13 +240,7 @@ def read_topic(stack: Stack, topic: str, decode: bool = True) -> list[Received]:
 
 
 def rebuild_table(records: list[Received], key_field: str) -> dict[object, dict]:
-    """What a JDBC sink in upsert mode makes of the records: per key, the columns of every
-    upsert merged in order (a record's absent columns stay as they were); a tombstone deletes."""
-    table: dict[object, dict] = {}
-    for record in records:
-        key = record.key[key_field]
-        if record.value is None:
-            table.pop(key, None)
-        else:
-            table[key] = {**table.get(key, {}), **{k: v for k, v in record.value.items()}}
-    return table
+    """What a JDBC sink in upsert mode makes of the records (see `upsert_by_key`)."""
+    from zync_assets.demo.sink import upsert_by_key
+
+    return upsert_by_key(((r.key, r.value) for r in records), key_field)

@@ -8,7 +8,6 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from zync_assets.cli.pipeline import graceful_stop
-from zync_assets.errors import ZyncError
 from zync_assets.follow import follow
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import kafka_settings, registry_settings
@@ -52,12 +51,12 @@ def to_kafka(
     exit_after: str | None,
 ) -> None:
     """Send staging output records to Kafka from each topic's last committed record on."""
-    from zync_assets.pools import pool_exists, pool_path
+    from zync_assets.pools import require_pool
     from zync_assets.spark import spark_session
+    from zync_assets.tokafka.encode import STAGING_HINT
     from zync_assets.tokafka.sync import sync_pool
 
-    if not pool_exists(pool_path(pool)):  # before paying for Spark's start
-        raise ZyncError(f"staging pool {pool} does not exist; run `zync etl` first")
+    require_pool(pool, "staging pool", STAGING_HINT)  # before paying for Spark's start
     pause, idle = parse_duration(interval), parse_duration(exit_after) if exit_after else None
     kafka, registry = kafka_settings(), Registry(registry_settings())
     started = time.monotonic()

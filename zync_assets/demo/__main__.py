@@ -48,19 +48,17 @@ def staging_table(spark, run: int) -> Table:
 
 
 def sink_table(kafka, registry) -> Table:
-    """What a JDBC sink in upsert mode builds from NewInvoices: per key, each record's
-    columns merged in order; a tombstone deletes."""
+    """The table a JDBC sink in upsert mode builds from NewInvoices."""
+    from zync_assets.demo.sink import upsert_by_key
     from zync_assets.kafka.consume import Undecodable, consume
 
-    rows: dict[object, dict] = {}
-    for record in consume(kafka, registry, "NewInvoices", from_beginning=True, idle_timeout=2):
-        if isinstance(record, Undecodable):
-            raise ZyncError(f"NewInvoices offset {record.offset}: {record.error}")
-        key = record["key"]["ID"]
-        if record["value"] is None:
-            rows.pop(key, None)
-        else:
-            rows[key] = {**rows.get(key, {}), **record["value"]}
+    def records():
+        for record in consume(kafka, registry, "NewInvoices", from_beginning=True, idle_timeout=2):
+            if isinstance(record, Undecodable):
+                raise ZyncError(f"NewInvoices offset {record.offset}: {record.error}")
+            yield record["key"], record["value"]
+
+    rows = upsert_by_key(records(), "ID")
     table = Table(title="The sink's table, rebuilt from topic NewInvoices")
     for column in ("ID", "customer", "item", "invoice_status"):
         table.add_column(column)

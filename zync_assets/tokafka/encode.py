@@ -15,11 +15,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import to_avro
 
 from zync_assets.codec.wire import frame
-from zync_assets.errors import ZyncError
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import pool_exists, pool_path
+from zync_assets.pools import require_pool
 from zync_assets.tokafka import shapes
 
+STAGING_HINT = "run `zync etl` first"
 # Top-level field names of an object, as "a,b,c"; NULL for scalars.
 _NAMES = "array_join(array_sort(map_keys(try_variant_get({0}, '$', 'map<string,variant>'))), ',')"
 
@@ -44,9 +44,7 @@ class Encoding:
 
 
 def _staging(spark: SparkSession, pool: str) -> DataFrame:
-    path = pool_path(pool)
-    if not pool_exists(path):
-        raise ZyncError(f"staging pool {pool} does not exist; run `zync etl` first")
+    path = require_pool(pool, "staging pool", STAGING_HINT)
     return spark.read.format("delta").load(path)
 
 
