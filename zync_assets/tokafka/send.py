@@ -8,6 +8,7 @@ our own position reader), and two to-kafka processes never interleave.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -111,8 +112,14 @@ _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PR
 
 def _abort(producer: Producer, exc: KafkaException, fatal: FatalErrors, topic: str) -> None:
     error: KafkaError = exc.args[0]
-    if error.code() == KafkaError._FATAL and fatal:
-        error = fatal[0]  # the reason behind "Local: Fatal error"
+    if error.code() == KafkaError._FATAL:
+        deadline = time.monotonic() + 3.0  # poll serves queued events, the error callback's too
+        while not fatal and time.monotonic() < deadline:
+            try:
+                producer.poll(0.1)
+            except KafkaException as raised:  # a fatal producer may raise it from poll
+                fatal.append(raised.args[0])
+        error = fatal[0] if fatal else error
     if error.code() in _FENCED:
         raise ZyncError(
             f"another `zync to-kafka` for topic {topic!r} took over (this producer was fenced); "
