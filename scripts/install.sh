@@ -5,6 +5,8 @@
 #   .zync/jars/kafka/   Apache Kafka broker jars (run with java -cp)
 #   .zync/jars/registry/ Apicurio Registry (Quarkus fast-jar)
 #   .zync/jars/spark/   Delta Lake, Spark Kafka source and Avro jars, minus what PySpark ships
+#   /usr/bin/chromium   Debian's Chromium, for the browser test of the Dagster UI (.debs
+#                       cached in .zync/apt/); Playwright drives it, it downloads no browser
 # Each step is skipped when its stamp matches the inputs it was built from.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,6 +84,23 @@ if ! fresh "$JARS/registry" "$reg_stamp"; then
   echo "$reg_stamp" > "$JARS/registry/.stamp"
 else
   say "registry jars are up to date"
+fi
+
+# 3. Chromium for the UI test (Debian package; Playwright uses it, downloads none) --------
+if [ -z "${ZYNC_SKIP_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
+  command -v apt-get >/dev/null || die "Chromium is missing and this is not Debian: install Chromium, or set ZYNC_SKIP_CHROMIUM=1 to skip the browser test"
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  say "installing Debian's chromium (for the Dagster UI browser test)"
+  mkdir -p "$ZYNC_DIR/apt/partial"
+  apt_cache=(-o "Dir::Cache::archives=$ZYNC_DIR/apt")
+  if ! { $sudo apt-get "${apt_cache[@]}" install -y -q --no-install-recommends chromium \
+         || { $sudo apt-get update -q && $sudo apt-get "${apt_cache[@]}" install -y -q --no-install-recommends chromium; }; \
+       } > "$ZYNC_DIR/apt.log" 2>&1; then
+    tail -n 20 "$ZYNC_DIR/apt.log" >&2
+    die "apt-get could not install chromium (log: .zync/apt.log); re-run scripts/install.sh, or set ZYNC_SKIP_CHROMIUM=1 to skip the browser test"
+  fi
+else
+  say "chromium is present"
 fi
 
 say "done: activate with 'source .venv/bin/activate' or call .venv/bin/zync"

@@ -8,10 +8,13 @@ run with the in-process executor: one JVM per run, not one per step.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-from dagster import Definitions, in_process_executor
+from dagster import (
+    AssetSelection,
+    AutomationConditionSensorDefinition,
+    DefaultSensorStatus,
+    Definitions,
+    in_process_executor,
+)
 
 from zync_assets.errors import ZyncError
 from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets
@@ -22,27 +25,8 @@ from zync_assets.orchestration.resources import (
 )
 from zync_assets.orchestration.staging import etl_assets
 from zync_assets.orchestration.tokafka import output_topic_assets
-from zync_assets.spec import Spec, find_specs, load_spec
-
-_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-
-
-def spec_folder() -> Path:
-    """`$ZYNC_SPECS`, else ./etl_specs, else the checkout's etl_specs/."""
-    if os.environ.get("ZYNC_SPECS"):
-        return Path(os.environ["ZYNC_SPECS"])
-    local = Path("etl_specs")
-    return local if local.is_dir() else _PACKAGE_ROOT / "etl_specs"
-
-
-def raw_pools(specs: list[Spec]) -> dict[str, list[str]]:
-    """Every raw pool of the specs with its topics (a topic may feed one pool only)."""
-    pools: dict[str, list[str]] = {}
-    for spec in specs:
-        for pool, topics in spec.raw_pools().items():
-            pools.setdefault(pool, [])
-            pools[pool] += [t for t in topics if t not in pools[pool]]
-    return pools
+from zync_assets.settings import sensor_interval_seconds
+from zync_assets.spec import Spec, all_raw_pools, find_specs, load_spec, spec_folder
 
 
 def _check_staging_owners(specs: list[Spec]) -> None:
@@ -56,9 +40,25 @@ def _check_staging_owners(specs: list[Spec]) -> None:
                 )
 
 
+def automation_sensor(interval: int) -> AutomationConditionSensorDefinition:
+    """Evaluates the eager conditions: staging and output topics follow new upstream data.
+
+    Explicit (rather than Dagster's default one) so that it runs from the start and as
+    often as the Kafka sensors.
+    """
+    return AutomationConditionSensorDefinition(
+        "zync_automation",
+        target=AssetSelection.all(),
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=interval,
+        description="Starts staging/<pool> after its raw pools grow, kafka/<out> with it.",
+    )
+
+
 def build_definitions(specs: list[Spec]) -> Definitions:
     _check_staging_owners(specs)
-    pools = raw_pools(specs)
+    pools = all_raw_pools(specs)
+    interval = sensor_interval_seconds()
     topics = sorted({t for ts in pools.values() for t in ts})
     return Definitions(
         assets=[
@@ -67,7 +67,10 @@ def build_definitions(specs: list[Spec]) -> Definitions:
             *(asset for spec in specs if spec.transforms for asset in etl_assets(spec)),
             *(asset for spec in specs if spec.transforms for asset in output_topic_assets(spec)),
         ],
-        sensors=[raw_pool_sensor(pool, ts) for pool, ts in pools.items()],
+        sensors=[
+            *(raw_pool_sensor(pool, ts, interval) for pool, ts in pools.items()),
+            automation_sensor(interval),
+        ],
         resources={
             "spark": SparkResource(),
             "kafka": KafkaResource(),

@@ -150,3 +150,23 @@ def registry_settings(env: Mapping[str, str] | None = None) -> RegistrySettings:
         user=values.get("user"),
         password=values.get("password"),
     )
+
+
+DEFAULT_SENSOR_INTERVAL = "5s"
+
+
+def sensor_interval_seconds(env: Mapping[str, str] | None = None) -> int:
+    """How often Dagster's sensors look for new data (`ZYNC_SENSOR_INTERVAL`, e.g. 5s, 1m).
+
+    The Kafka sensors read only end offsets, so a short interval is cheap.
+    """
+    from zync_assets.timeparse import parse_duration
+
+    text = (os.environ if env is None else env).get("ZYNC_SENSOR_INTERVAL", DEFAULT_SENSOR_INTERVAL)
+    try:
+        seconds = parse_duration(text)
+    except ZyncError as exc:
+        raise ZyncError(f"ZYNC_SENSOR_INTERVAL: {exc}") from exc
+    if seconds < 1:
+        raise ZyncError(f"ZYNC_SENSOR_INTERVAL is {text!r}: give at least 1s")
+    return int(seconds)

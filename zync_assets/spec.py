@@ -6,6 +6,7 @@ SQL of each rule against Spark. Every error names the file (and rule and field).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,24 @@ def _rules(path: Path, items: Any, inputs: list[Route], outputs: list[Route]) ->
     from zync_assets.etl.rules import parse_rules
 
     return parse_rules(path, items, inputs, outputs)
+
+
+def all_raw_pools(specs: list[Spec]) -> dict[str, list[str]]:
+    """Every raw pool of the specs with its topics (a topic may feed one pool only)."""
+    pools: dict[str, list[str]] = {}
+    for spec in specs:
+        for pool, topics in spec.raw_pools().items():
+            pools.setdefault(pool, [])
+            pools[pool] += [t for t in topics if t not in pools[pool]]
+    return pools
+
+
+def spec_folder() -> Path:
+    """`$ZYNC_SPECS`, else ./etl_specs, else the checkout's etl_specs/."""
+    if os.environ.get("ZYNC_SPECS"):
+        return Path(os.environ["ZYNC_SPECS"])
+    local = Path("etl_specs")
+    return local if local.is_dir() else Path(__file__).resolve().parent.parent / "etl_specs"
 
 
 def find_specs(folder: str | Path = "etl_specs") -> list[Path]:

@@ -11,6 +11,7 @@ import click
 from zync_assets.cli.pipeline import etl, from_kafka
 from zync_assets.cli.pools import pool, query
 from zync_assets.cli.stack import stack
+from zync_assets.cli.status import status
 from zync_assets.cli.tokafka import to_kafka
 from zync_assets.cli.topics import consume, info, ls, produce
 from zync_assets.errors import ZyncError
@@ -29,7 +30,7 @@ def zync(verbose: bool) -> None:
         logging.getLogger("zync.librdkafka").setLevel(logging.CRITICAL)
 
 
-for command in (stack, ls, produce, consume, info, from_kafka, etl, to_kafka, query, pool):
+for command in (stack, ls, produce, consume, info, from_kafka, etl, to_kafka, status, query, pool):
     zync.add_command(command)
 
 

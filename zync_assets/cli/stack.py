@@ -6,12 +6,13 @@ import time
 
 import click
 
+from zync_assets.stack.dagster import DAGSTER_PORT
 from zync_assets.stack.services import StackPorts, stack_down, stack_status, stack_up
 
 
 @click.group()
 def stack() -> None:
-    """Start, stop or show the local Kafka + schema registry (data under .zync/)."""
+    """Start, stop or show the local Kafka + schema registry (+ Dagster); data in .zync/."""
 
 
 @stack.command()
@@ -19,13 +20,23 @@ def stack() -> None:
 @click.option("--controller-port", type=int, help="KRaft controller port [default: kafka+1].")
 @click.option("--registry-port", default=8081, show_default=True, help="Schema registry port.")
 @click.option("--management-port", type=int, help="Registry health port [default: registry+1].")
+@click.option(
+    "--dagster", "with_dagster", is_flag=True,
+    help="Also start `dagster dev` (webserver + daemon: sensors start the runs).",
+)  # fmt: skip
+@click.option("--dagster-port", default=DAGSTER_PORT, show_default=True, help="Dagster UI port.")
 def up(
-    kafka_port: int, controller_port: int | None, registry_port: int, management_port: int | None
+    kafka_port: int,
+    controller_port: int | None,
+    registry_port: int,
+    management_port: int | None,
+    with_dagster: bool,
+    dagster_port: int,
 ) -> None:
-    """Start Kafka and the registry on 127.0.0.1 and wait until both answer."""
+    """Start Kafka and the registry on 127.0.0.1 (and Dagster) and wait until they answer."""
     started = time.monotonic()
     ports = StackPorts(kafka_port, registry_port, controller_port, management_port)
-    for status in stack_up(ports):
+    for status in stack_up(ports, dagster_port=dagster_port if with_dagster else None):
         click.echo(status.line())
     click.echo(f"stack is up ({time.monotonic() - started:.1f}s)")
 

@@ -1,29 +1,43 @@
 """`python -m zync_assets.demo`: zync's invoice demo end to end on the local stack.
 
-For each of the four Debezium batches: produce it to Kafka, ingest the spec's topics
-into the raw pool (exactly once), run one ETL pass, and print the staging pool's
-output records and what is still pending.
+By default Dagster does the work: the demo starts Kafka, the registry and `dagster dev`
+(webserver + daemon), then produces the four Debezium batches one after another. For
+each, the Kafka sensor starts raw/Raw and the automation sensor starts staging/Staging
+and kafka/NewInvoices; the demo only watches, then prints the staging pool's output
+records, what is still pending, and the table a JDBC sink rebuilds from NewInvoices.
+`--direct` runs the same stages in this process instead, without Dagster.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import shutil
 import time
 from pathlib import Path
 
+import click
+from dagster import AssetKey
 from rich.console import Console
 from rich.table import Table
 
-from zync_assets.demo.invoices import BATCHES, produce_batch, reset
+from zync_assets.demo.invoices import BATCHES, TOPICS, produce_batch, reset
+from zync_assets.demo.via_dagster import Stage, open_instance, wait_for_stages
 from zync_assets.errors import ZyncError
 from zync_assets.etl.report import pending_report
 from zync_assets.etl.run import run_etl
 from zync_assets.ingest.ingest import ingest
+from zync_assets.kafka.offsets import watermarks
 from zync_assets.kafka.registry import Registry
+from zync_assets.locations import state_dir
+from zync_assets.orchestration.raw import PROGRESS_KEY
+from zync_assets.orchestration.staging import RAW_SEEN_KEY
 from zync_assets.pools import pool_path
 from zync_assets.settings import kafka_settings, registry_settings
 from zync_assets.spark import spark_session
 from zync_assets.spec import load_spec
+from zync_assets.stack.dagster import DAGSTER_PORT, dagster_home, dagster_service, dagster_url
+from zync_assets.stack.services import StackPorts, stack_up
 from zync_assets.tokafka.sync import sync_pool
 
 SPEC = Path(__file__).resolve().parent.parent.parent / "etl_specs" / "invoices.yaml"
@@ -69,8 +83,76 @@ def sink_table(kafka, registry) -> Table:
     return table
 
 
-def main() -> None:
-    console = Console()
+STAGES = [
+    Stage(AssetKey(["raw", "Raw"]), "raw/Raw", offsets_key=PROGRESS_KEY),
+    Stage(AssetKey(["staging", "Staging"]), "staging/Staging", offsets_key=RAW_SEEN_KEY),
+    Stage(AssetKey(["kafka", "NewInvoices"]), "kafka/NewInvoices"),
+]
+
+
+def end_offsets(kafka) -> dict[str, dict[int, int]]:
+    marks = watermarks(kafka, list(TOPICS))
+    return {topic: {p.partition: p.high for p in parts} for topic, parts in marks.items()}
+
+
+def start_dagster(console: Console, port: int) -> str:
+    """A fresh Dagster (no memory of earlier demo runs) on the running stack."""
+    state = state_dir()
+    with console.status("starting Kafka and the schema registry…"):
+        stack_up(StackPorts())
+    dagster_service(state).stop()  # its sensors must not see the reset half done
+    shutil.rmtree(dagster_home(state), ignore_errors=True)  # cursors of the deleted topics
+    console.print("resetting the demo's topics (Invoices, InvoiceStatus, NewInvoices) "
+                  "and pools (Raw, Staging)")  # fmt: skip
+    reset(kafka_settings())
+    with console.status("starting Dagster: webserver + daemon (about 30 s)…"):
+        stack_up(StackPorts(), dagster_port=port)
+    url = dagster_url(port)
+    console.print(f"Dagster UI: {url}  (sensors running: raw_Raw_kafka_sensor, zync_automation)")
+    return url
+
+
+def run_via_dagster(console: Console, port: int) -> None:
+    url = start_dagster(console, port)
+    spec = load_spec(SPEC)
+    kafka, registry = kafka_settings(), Registry(registry_settings())
+    instance = open_instance(dagster_home(state_dir()))
+    with console.status("starting Spark to show the staging pool (about 10 s)…"):
+        spark = spark_session("zync-demo")
+    for batch in range(1, BATCHES + 1):
+        console.rule(f"batch {batch}")
+        since = dt.datetime.now(dt.UTC)
+        sent = produce_batch(batch, kafka, registry)
+        end = end_offsets(kafka)
+        console.print(f"produced {sent} Debezium events; Kafka end offsets now {end}")
+        with console.status("waiting for the sensors…") as status:
+            raw, staging, out = wait_for_stages(
+                instance, STAGES, end, since, url,
+                report=lambda line, n=batch: status.update(f"batch {n}: {line}"),
+            )  # fmt: skip
+        console.print(
+            f"raw/Raw: {raw.metadata['rows_written']} rows (run {raw.run_id[:8]}) · "
+            f"staging/Staging: {staging.metadata['outputs']} outputs, "
+            f"{staging.metadata['done']} done, {staging.metadata['pending']} pending "
+            f"(run {staging.run_id[:8]}) · kafka/NewInvoices: "
+            f"{out.metadata['records_sent']} records sent"
+        )
+        etl_run = staging.metadata["run"]  # "nothing new" when the pass committed nothing
+        console.print(staging_table(spark, etl_run if isinstance(etl_run, int) else 0))
+        for line in pending_report(spark, spec):
+            console.print(f"  pending: {line}")
+        console.print(sink_table(kafka, registry))
+    done = spark.read.format("delta").load(pool_path("Staging")).where("kind = 'done'").count()
+    console.print(f"\n{done} done records in all (zync's demo: 12).")
+    console.rule("the demo is done; Dagster keeps running")
+    console.print(f"Dagster UI: {url}  (asset lineage: {url}/asset-groups)")
+    console.print("Produce more events and the sensors carry them through, e.g.\n"
+                  "  zync produce --topic Invoices < events.jsonl")  # fmt: skip
+    console.print("Stop everything (Dagster, Kafka, registry):  zync stack down")
+    print(json.dumps({"done_records": done, "dagster": url}))
+
+
+def run_direct(console: Console) -> None:
     spec = load_spec(SPEC)
     kafka, registry = kafka_settings(), Registry(registry_settings())
     console.print("resetting the demo's topics (Invoices, InvoiceStatus) and pools (Raw, Staging)")
@@ -105,8 +187,20 @@ def main() -> None:
     print(json.dumps({"done_records": done}))
 
 
-if __name__ == "__main__":
+@click.command()
+@click.option("--direct", is_flag=True, help="Run the stages in this process, without Dagster.")
+@click.option("--dagster-port", default=DAGSTER_PORT, show_default=True, help="Dagster UI port.")
+def main(direct: bool, dagster_port: int) -> None:
+    """zync's invoice demo: four Debezium batches through Kafka, pools and back to Kafka."""
+    console = Console()
     try:
-        main()
+        if direct:
+            run_direct(console)
+        else:
+            run_via_dagster(console, dagster_port)
     except ZyncError as exc:
         raise SystemExit(f"demo: error: {exc}") from exc
+
+
+if __name__ == "__main__":
+    main()

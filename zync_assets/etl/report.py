@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -38,35 +39,54 @@ def explain_spec(spark: SparkSession, spec: Spec) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """One pending event: where it is, since when, and what it waits for."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str
+    timestamp: dt.datetime
+    reason: str
+
+    def line(self, now: dt.datetime) -> str:
+        age = str(now - self.timestamp).split(".")[0]
+        where = f"{self.topic}[{self.partition}]@{self.offset}"
+        return f"{where} key {self.key} age {age}: {self.reason}"
+
+
+def waiting_events(spark: SparkSession, spec: Spec, pool: str) -> list[Waiting]:
+    """The events of `spec` that are pending in staging pool `pool`, oldest offsets first."""
+    now = dt.datetime.now(dt.UTC)
+    topics = staging_pools(spec)[pool]
+    rules = [r for r in compile_rules(spark, spec) if r.rule.out in topics]
+    classified, _pairs, snap = classified_events(spark, spec, pool, rules, now)
+    try:
+        return _waiting(classified, rules)
+    finally:
+        snap.events.unpersist()  # classified_events caches the routed events
+
+
 def pending_report(spark: SparkSession, spec: Spec) -> list[str]:
     """One line per pending event: where it is, how old, and what it waits for."""
     now = dt.datetime.now(dt.UTC)
-    compiled = compile_rules(spark, spec)
-    lines = []
-    for pool, topics in staging_pools(spec).items():
-        rules = [r for r in compiled if r.rule.out in topics]
-        classified, _pairs, snap = classified_events(spark, spec, pool, rules, now)
-        try:
-            lines += _waiting_lines(classified, rules, now)
-        finally:
-            snap.events.unpersist()  # classified_events caches the routed events
+    lines = [w.line(now) for pool in staging_pools(spec) for w in waiting_events(spark, spec, pool)]
     return lines or ["no pending events"]
 
 
-def _waiting_lines(classified, rules: list, now: dt.datetime) -> list[str]:
+def _waiting(classified, rules: list) -> list[Waiting]:
     by_number = {r.number: r.rule for r in rules}
-    lines = []
+    found = []
     waiting = classified.where(F.col("__status").isin(list(cl.WAITING_STATES)))
     for row in waiting.orderBy("kafka.topic", "kafka.partition", "kafka.offset").collect():
         rule = by_number[row["__rule"]]
-        age = now - row.kafka.timestamp.replace(tzinfo=dt.UTC)
         if row["__status"] == "blocked":
             reason = "blocked behind an earlier pending event with the same key"
         else:
             other = rule.right if row.kafka.topic == rule.left else rule.left
             reason = f"waits for a partner on {other} (rule {rule.number})"
-        lines.append(
-            f"{row.kafka.topic}[{row.kafka.partition}]@{row.kafka.offset} key "
-            f"{row.key} age {str(age).split('.')[0]}: {reason}"
-        )
-    return lines
+        timestamp = row.kafka.timestamp.replace(tzinfo=dt.UTC)
+        k = row.kafka
+        found.append(Waiting(k.topic, k.partition, k.offset, str(row.key), timestamp, reason))
+    return found

@@ -52,6 +52,8 @@ class EtlResult:
     unmatched: int = 0
     pending: int = 0
     cursors: Offsets = field(default_factory=dict)
+    raw_seen: Offsets = field(default_factory=dict)  # raw pool end offsets this pass read to
+    oldest_pending: dt.datetime | None = None  # Kafka timestamp of the oldest pending event
     note: str = ""
 
 
@@ -295,7 +297,11 @@ def _done_records(classified: DataFrame, run: int) -> DataFrame:
 def _summary(classified: DataFrame) -> list:
     return (
         classified.groupBy("kafka.topic", "kafka.partition", "__status", "__rule")
-        .agg(F.count("*").alias("n"), F.min("kafka.offset").alias("low"))
+        .agg(
+            F.count("*").alias("n"),
+            F.min("kafka.offset").alias("low"),
+            F.min("kafka.timestamp").alias("oldest"),
+        )
         .collect()
     )
 
@@ -326,10 +332,11 @@ def _run_pool(
             counts[row["__status"]] = counts.get(row["__status"], 0) + row.n
         consumed = sum(counts.get(s, 0) for s in _DONE_STATUS)
         pending = sum(counts.get(s, 0) for s in cl.WAITING_STATES)
+        seen = {"raw_seen": snap.raw_end, "oldest_pending": _oldest_pending(summary)}
         read = sum(counts.values())
         if consumed == 0:
             return EtlResult(spec.name, pool, None, snap.state, read=read, pending=pending,
-                             cursors=snap.state.cursors, note="nothing new to ETL")  # fmt: skip
+                             cursors=snap.state.cursors, note="nothing new to ETL", **seen)  # fmt: skip
         run, attempt = snap.state.run + 1, uuid.uuid4().hex
         per_topic = _outputs_per_topic(summary, rules)
         next_offsets = dict(snap.state.next_offsets)
@@ -352,14 +359,20 @@ def _run_pool(
     committed = read_state(spark, path, spec.name)
     if committed.attempt != attempt:
         return EtlResult(spec.name, pool, None, snap.state, read=read, cursors=committed.cursors,
-                         note=f"another ETL of {spec.name} committed run {run} first; nothing written")  # fmt: skip
+                         raw_seen=snap.raw_end, note=f"another ETL of {spec.name} committed run {run} first; nothing written")  # fmt: skip
     expired = counts.get("expired", 0)
     if expired:
         copy_expired(spark, pool, spec.name, run)
     return EtlResult(
         spec.name, pool, run, snap.state, read=read, outputs=per_topic, done=consumed,
         expired=expired, unmatched=counts.get("unmatched", 0), pending=pending, cursors=cursors,
+        **seen,
     )  # fmt: skip
+
+
+def _oldest_pending(summary: list) -> dt.datetime | None:
+    times = [row.oldest for row in summary if row["__status"] in cl.WAITING_STATES]
+    return min(times) if times else None
 
 
 def _outputs_per_topic(summary: list, rules: list[CompiledRule]) -> dict[str, int]:

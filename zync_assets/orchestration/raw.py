@@ -8,11 +8,15 @@ import json
 from typing import Any
 
 from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
     AssetSpec,
     Config,
     DagsterRunStatus,
+    DefaultSensorStatus,
     MaterializeResult,
     RunRequest,
     RunsFilter,
@@ -23,9 +27,16 @@ from dagster import (
 )
 
 from zync_assets.ingest.ingest import IngestResult, ingest
-from zync_assets.ingest.ranges import Offsets, lag, offsets_from_json, offsets_to_json
+from zync_assets.ingest.ranges import (
+    OffsetRange,
+    Offsets,
+    lag,
+    offsets_from_json,
+    offsets_to_json,
+)
 from zync_assets.kafka.offsets import watermarks
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
+from zync_assets.status import dead_letter_count
 
 PROGRESS_KEY = "progress"  # materialization metadata: per topic-partition end offsets (JSON)
 POOL_TAG = "zync/pool"
@@ -58,21 +69,40 @@ class IngestConfig(Config):
     end_offsets: str = ""
 
 
+def describe_range(r: OffsetRange) -> str:
+    return f"{r.topic}[{r.partition}] {r.start}..{r.end - 1}"
+
+
 def ingest_metadata(result: IngestResult) -> dict[str, Any]:
     return {
         PROGRESS_KEY: json.dumps(offsets_to_json(result.progress)),
         "rows_written": result.rows,
         "dead_letters": result.dead_letters,
         "lag": lag(result.progress, result.end_offsets),
-        "ranges": [f"{r.topic}[{r.partition}] {r.start}..{r.end - 1}" for r in result.ranges],
+        "ranges": [describe_range(r) for r in result.ranges],
         "run": result.run if result.run is not None else "nothing new",
         **({"note": result.note} if result.note else {}),
     }
 
 
+def dead_letter_check(key: AssetKey, name: str, pool: str, count: int) -> AssetCheckResult:
+    """WARN (not fail): dead letters are kept safely, but someone should look at them."""
+    return AssetCheckResult(
+        asset_key=key,
+        check_name=name,
+        passed=count == 0,
+        severity=AssetCheckSeverity.WARN,
+        metadata={
+            "count": count,
+            "inspect": f'zync query "SELECT * FROM {pool}_dlq"',
+        },
+    )
+
+
 def raw_pool_asset(pool: str, topics: list[str]):
     @asset(
         key=raw_key(pool),
+        check_specs=[AssetCheckSpec("no_dead_letters", asset=raw_key(pool))],
         deps=[topic_key(t) for t in topics],
         group_name="raw",
         description=f"Raw pool {pool}: every event of {', '.join(topics)}, exactly once.",
@@ -91,10 +121,14 @@ def raw_pool_asset(pool: str, topics: list[str]):
             missing_ok=True,
         )  # fmt: skip
         context.log.info(
-            f"pool {pool}: {result.rows} rows, {result.dead_letters} dead letters "
-            f"from {len(result.ranges)} topic-partition ranges"
+            f"pool {pool}: read {', '.join(describe_range(r) for r in result.ranges) or 'nothing'}; "
+            f"wrote {result.rows} rows, {result.dead_letters} dead letters (run {result.run})"
         )
-        return MaterializeResult(metadata=ingest_metadata(result))
+        dead = dead_letter_count(spark.session(), pool)
+        return MaterializeResult(
+            metadata={**ingest_metadata(result), "dead_letters_total": dead},
+            check_results=[dead_letter_check(raw_key(pool), "no_dead_letters", pool, dead)],
+        )
 
     return raw_pool
 
@@ -116,11 +150,12 @@ def new_data(progress: Offsets, end: Offsets) -> bool:
     )
 
 
-def raw_pool_sensor(pool: str, topics: list[str], minimum_interval_seconds: int = 10):
+def raw_pool_sensor(pool: str, topics: list[str], minimum_interval_seconds: int):
     @sensor(
         name=f"raw_{pool}_kafka_sensor",
         asset_selection=[raw_key(pool)],
         minimum_interval_seconds=minimum_interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,  # `dagster dev` starts it: no click needed
         required_resource_keys={"kafka"},
         description=f"Starts raw/{pool} when its topics have offsets beyond the pool's cursors.",
     )

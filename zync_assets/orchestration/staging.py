@@ -1,5 +1,6 @@
 """`staging/<pool>` and `done/<pool>` per spec: one multi-asset, started by raw's new data."""
 
+import datetime as dt
 import json
 
 from dagster import (
@@ -16,11 +17,13 @@ from dagster import (
 from zync_assets.etl.checks import run_checks
 from zync_assets.etl.run import EtlResult, run_etl, staging_pools
 from zync_assets.ingest.ranges import offsets_to_json
-from zync_assets.orchestration.raw import raw_key
+from zync_assets.orchestration.raw import dead_letter_check, raw_key
 from zync_assets.orchestration.resources import SparkResource
 from zync_assets.spec import Spec
+from zync_assets.status import dead_letter_count, input_lags
 
 CURSORS_KEY = "cursors"
+RAW_SEEN_KEY = "raw_offsets_seen"  # the raw pool's end offsets this pass read up to
 
 
 def staging_key(pool: str) -> AssetKey:
@@ -42,7 +45,16 @@ def etl_metadata(result: EtlResult) -> dict:
         "expired": result.expired,
         "unmatched": result.unmatched,
         "pending": result.pending,
+        "pending_oldest_age_s": pending_age_seconds(result.oldest_pending),
+        RAW_SEEN_KEY: json.dumps(offsets_to_json(result.raw_seen)),
     }
+
+
+def pending_age_seconds(oldest: dt.datetime | None) -> float:
+    """Age of the oldest pending event (0 when nothing waits)."""
+    if oldest is None:
+        return 0.0
+    return round((dt.datetime.now(dt.UTC) - oldest.replace(tzinfo=dt.UTC)).total_seconds(), 1)
 
 
 def etl_assets(spec: Spec) -> list:
@@ -56,6 +68,7 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
         AssetCheckSpec("dense_output_offsets", asset=staging_key(pool)),
         AssetCheckSpec("cursors_never_move_back", asset=staging_key(pool)),
         AssetCheckSpec("no_duplicate_done_records", asset=done_key(pool)),
+        AssetCheckSpec("no_expired_events", asset=staging_key(pool)),
     ]
 
     @multi_asset(
@@ -83,10 +96,17 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
         session = spark.session()
         (result,) = run_etl(session, spec, pool=pool)
         context.log.info(
-            f"{spec.name} → {pool}: read {result.read}, outputs {result.outputs}, done {result.done}, "
-            f"expired {result.expired}, pending {result.pending}"
+            f"{spec.name} → {pool}: read {result.read} raw events (from cursors "
+            f"{result.previous.cursors or 'start'} to raw end offsets {result.raw_seen}); wrote "
+            f"outputs {result.outputs}, {result.done} done records (ETL run {result.run}); "
+            f"expired {result.expired}, still pending {result.pending}"
         )
-        metadata = etl_metadata(result)
+        expired = dead_letter_count(session, pool)
+        metadata = {
+            **etl_metadata(result),
+            "lag": sum(p.lag for p in input_lags(session, spec, result.cursors)),
+            "expired_total": expired,
+        }
         yield MaterializeResult(asset_key=staging_key(pool), metadata=metadata)
         yield MaterializeResult(asset_key=done_key(pool), metadata=metadata)
         for check in run_checks(session, result):
@@ -97,5 +117,6 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
                 asset_key=asset, check_name=check.name, passed=check.passed,
                 metadata={"detail": check.detail},
             )  # fmt: skip
+        yield dead_letter_check(staging_key(pool), "no_expired_events", pool, expired)
 
     return etl_pool

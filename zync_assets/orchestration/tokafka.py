@@ -8,9 +8,11 @@ from typing import Any
 
 from dagster import AssetExecutionContext, AutomationCondition, MaterializeResult, asset
 
+from zync_assets.etl.state import read_state
 from zync_assets.orchestration.raw import topic_key
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
-from zync_assets.orchestration.staging import staging_key
+from zync_assets.orchestration.staging import done_key, staging_key
+from zync_assets.pools import pool_path
 from zync_assets.spec import Spec
 from zync_assets.tokafka.sync import SyncResult, sync_topic
 
@@ -29,13 +31,13 @@ def sync_metadata(result: SyncResult) -> dict[str, Any]:
 
 
 def output_topic_assets(spec: Spec) -> list:
-    return [_topic_asset(route.topic, route.pool) for route in spec.outputs]
+    return [_topic_asset(spec.name, route.topic, route.pool) for route in spec.outputs]
 
 
-def _topic_asset(topic: str, pool: str):
+def _topic_asset(spec: str, topic: str, pool: str):
     @asset(
         key=topic_key(topic),
-        deps=[staging_key(pool)],
+        deps=[staging_key(pool), done_key(pool)],  # both live in the staging pool
         group_name="kafka_out",
         automation_condition=AutomationCondition.eager(),
         description=f"Output topic {topic}: staging pool {pool}'s records, exactly once, Avro.",
@@ -55,6 +57,14 @@ def _topic_asset(topic: str, pool: str):
             f"{result.first_offset}; high-water marks {result.high_water_before} → "
             f"{result.high_water_after}"
         )
-        return MaterializeResult(metadata=sync_metadata(result))
+        state = read_state(spark.session(), pool_path(pool), spec)
+        staged = state.next_offsets.get(topic, 0)
+        return MaterializeResult(
+            metadata={
+                **sync_metadata(result),
+                "staging_records": staged,
+                "unsent": max(staged - result.next_offset, 0),
+            }
+        )
 
     return output_topic

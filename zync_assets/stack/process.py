@@ -65,7 +65,9 @@ class Service:
             return None
         return Running(info["pid"], info["port"], self.log)
 
-    def launch(self, command: list[str], port: int) -> subprocess.Popen:
+    def launch(
+        self, command: list[str], port: int, env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
         """Start the process in its own process group, logging to `self.log`."""
         if not port_free(port):
             raise ZyncError(
@@ -80,6 +82,7 @@ class Service:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                env=env,
                 start_new_session=True,  # own process group: stop() signals all of it
             )
         self.pid_file.write_text(json.dumps({"pid": proc.pid, "port": port}))

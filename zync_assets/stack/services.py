@@ -13,6 +13,7 @@ from pathlib import Path
 from zync_assets.errors import ZyncError
 from zync_assets.locations import INSTALL_HINT, jars_dir, state_dir
 from zync_assets.settings import KafkaSettings
+from zync_assets.stack.dagster import dagster_service, dagster_url, launch_dagster
 from zync_assets.stack.java import find_java
 from zync_assets.stack.process import Running, Service
 
@@ -202,33 +203,44 @@ class ServiceStatus:
     def line(self) -> str:
         if self.running is None:
             return f"{self.name:9} stopped"
-        address = (
-            registry_url(self.running.port)
-            if self.name == "registry"
-            else f"127.0.0.1:{self.running.port}"
-        )
+        address = {
+            "registry": registry_url(self.running.port),
+            "dagster": dagster_url(self.running.port),
+        }.get(self.name, f"127.0.0.1:{self.running.port}")
         return f"{self.name:9} running  pid {self.running.pid:<7} {address}  log {self.running.log}"
 
 
-def stack_up(ports: StackPorts, home: Path | None = None) -> list[ServiceStatus]:
-    """Start Kafka and the registry side by side and wait for both; all or nothing."""
+def stack_up(
+    ports: StackPorts, home: Path | None = None, dagster_port: int | None = None
+) -> list[ServiceStatus]:
+    """Start Kafka and the registry side by side (then Dagster, if given a port) and wait
+    for them; all or nothing. A service already running is left as it is."""
     home = home or state_dir()
     try:
         waits = [("kafka", launch_kafka(home, ports)), ("registry", launch_registry(home, ports))]
-        return [ServiceStatus(name, wait()) for name, wait in waits]
+        statuses = [ServiceStatus(name, wait()) for name, wait in waits]
+        if dagster_port is not None:  # its sensors need Kafka and the registry up first
+            kafka, registry = f"127.0.0.1:{ports.kafka}", registry_url(ports.registry)
+            wait = launch_dagster(home, dagster_port, kafka, registry)
+            statuses.append(ServiceStatus("dagster", wait()))
+        return statuses
     except ZyncError:
         stack_down(home)
         raise
 
 
+def _all_services(home: Path) -> list[Service]:
+    return [dagster_service(home), *_services(home)]  # Dagster first: it uses the others
+
+
 def stack_down(home: Path | None = None) -> list[str]:
     """Stop every service; the names of those that were running."""
     stopped = []
-    for service in _services(home or state_dir()):
+    for service in _all_services(home or state_dir()):
         if service.stop():
             stopped.append(service.name)
     return stopped
 
 
 def stack_status(home: Path | None = None) -> list[ServiceStatus]:
-    return [ServiceStatus(s.name, s.running()) for s in _services(home or state_dir())]
+    return [ServiceStatus(s.name, s.running()) for s in _all_services(home or state_dir())]

@@ -1,0 +1,121 @@
+"""`dagster dev` (webserver + daemon) as a stack service, and a small GraphQL client for it.
+
+The daemon runs the Kafka sensors and the automation sensor, so once it is up, new
+events flow raw → staging → output topics without anyone clicking anything.
+Its instance (runs, materializations, sensor cursors) lives in `<state>/dagster`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from zync_assets.errors import ZyncError
+from zync_assets.stack.process import Running, Service
+
+DAGSTER_PORT = 3000
+DAGSTER_START_TIMEOUT_S = 120.0
+
+# Runs are separate processes, each with its own Spark JVM: two at a time is what a
+# small machine carries; the rest wait in the queue.
+_INSTANCE_YAML = """\
+telemetry:
+  enabled: false
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    max_concurrent_runs: 2
+"""
+
+# Paths the runs resolve: absolute, since runs start in other working directories.
+_PATH_VARIABLES = ("ZYNC_LAKE", "ZYNC_HOME", "ZYNC_SPECS", "ZYNC_JARS")
+
+
+def dagster_home(state: Path) -> Path:
+    return state / "dagster"
+
+
+def dagster_url(port: int = DAGSTER_PORT) -> str:
+    return f"http://127.0.0.1:{port}"
+
+
+def graphql(url: str, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One query against the webserver's GraphQL API; its `data`, or ZyncError."""
+    try:
+        response = requests.post(
+            f"{url}/graphql", json={"query": query, "variables": variables or {}}, timeout=10
+        )
+        response.raise_for_status()
+    except requests.RequestException as exc:
+        raise ZyncError(f"the Dagster webserver at {url} did not answer ({exc})") from exc
+    body = response.json()
+    if body.get("errors"):
+        raise ZyncError(f"Dagster GraphQL error: {body['errors'][0].get('message')}")
+    return body["data"]
+
+
+_LOCATIONS = """
+{ workspaceOrError { __typename ... on Workspace { locationEntries {
+    name loadStatus
+    locationOrLoadError { __typename ... on PythonError { message } }
+} } } }
+"""
+
+
+def _code_loaded(url: str) -> bool:
+    """True once the webserver answers and every code location has loaded."""
+    try:
+        data = graphql(url, _LOCATIONS)
+    except ZyncError:
+        return False
+    entries = data["workspaceOrError"].get("locationEntries") or []
+    for entry in entries:
+        location = entry.get("locationOrLoadError") or {}
+        if location.get("__typename") == "PythonError":
+            raise ZyncError(
+                f"Dagster could not load code location {entry['name']}: "
+                f"{location['message'].strip().splitlines()[-1]}"
+            )
+    return bool(entries) and all(e["loadStatus"] == "LOADED" for e in entries)
+
+
+def _dagster_env(home: Path, kafka: str, registry: str) -> dict[str, str]:
+    """The runs talk to this stack's Kafka and registry, whatever the caller's defaults."""
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "ZYNC_KAFKA_BOOTSTRAP": kafka,
+        "ZYNC_SCHEMA_REGISTRY_URL": registry,
+    }
+    for name in _PATH_VARIABLES:
+        if env.get(name):
+            env[name] = str(Path(env[name]).resolve())
+    return env
+
+
+def launch_dagster(state: Path, port: int, kafka: str, registry: str) -> Callable[[], Running]:
+    """Start `dagster dev -m zync_assets.definitions` (unless running); returns a call that
+    waits until its code is loaded."""
+    service = dagster_service(state)
+    if (running := service.running()) is not None:
+        return lambda: running
+    home = dagster_home(state)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text(_INSTANCE_YAML)
+    dagster = str(Path(sys.executable).parent / "dagster")
+    command = [dagster, "dev", "-m", "zync_assets.definitions", "-h", "127.0.0.1", "-p", str(port)]
+    proc = service.launch(command, port, env=_dagster_env(home, kafka, registry))
+    url = dagster_url(port)
+    return lambda: service.wait_ready(
+        proc, port, lambda: _code_loaded(url), DAGSTER_START_TIMEOUT_S
+    )
+
+
+def dagster_service(state: Path) -> Service:
+    return Service("dagster", state / "run")

@@ -1,0 +1,143 @@
+"""Where every pool stands: lag, pending events, dead letters, unsent output records.
+
+`zync status` prints it; the Dagster assets put the same figures in their metadata.
+Lag is always "end − cursor" of one hop:
+
+  raw pool        Kafka end offset        − the pool's ingest progress
+  staging pool    raw pool's progress     − the ETL cursor (includes pending events)
+  output topic    staging records         − records in the topic
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from zync_assets.etl.report import waiting_events
+from zync_assets.etl.run import staging_pools
+from zync_assets.etl.state import read_state
+from zync_assets.ingest.progress import read_progress
+from zync_assets.ingest.ranges import Offsets
+from zync_assets.kafka.offsets import watermarks
+from zync_assets.pools import dead_letter_path, pool_exists, pool_path
+from zync_assets.settings import KafkaSettings
+from zync_assets.spec import Spec
+from zync_assets.tokafka.position import topic_position
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    end: int
+    cursor: int
+
+    @property
+    def lag(self) -> int:
+        return max(self.end - self.cursor, 0)
+
+
+@dataclass(frozen=True)
+class RawStatus:
+    pool: str
+    partitions: list[PartitionLag]  # Kafka end offsets vs the pool's progress
+    dead_letters: int
+
+    @property
+    def lag(self) -> int:
+        return sum(p.lag for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class OutputStatus:
+    topic: str
+    staged: int  # output records in the staging pool
+    sent: int  # of those, how many the topic holds
+
+    @property
+    def lag(self) -> int:
+        return max(self.staged - self.sent, 0)
+
+
+@dataclass(frozen=True)
+class StagingStatus:
+    pool: str
+    spec: str
+    partitions: list[PartitionLag]  # raw pools' progress vs the ETL cursors
+    pending: int
+    oldest_pending: dt.datetime | None
+    expired: int  # events that waited too long, copied to `<pool>_dlq`
+    outputs: list[OutputStatus]
+
+    @property
+    def lag(self) -> int:
+        return sum(p.lag for p in self.partitions)
+
+    def oldest_pending_age(self, now: dt.datetime | None = None) -> dt.timedelta | None:
+        if self.oldest_pending is None:
+            return None
+        return (now or dt.datetime.now(dt.UTC)) - self.oldest_pending
+
+
+def dead_letter_count(spark: SparkSession, pool: str) -> int:
+    path = dead_letter_path(pool)
+    return spark.read.format("delta").load(path).count() if pool_exists(path) else 0
+
+
+def _lags(end: Offsets, cursors: Offsets) -> list[PartitionLag]:
+    return [
+        PartitionLag(topic, partition, offset, cursors.get(topic, {}).get(partition, 0))
+        for topic, parts in sorted(end.items())
+        for partition, offset in sorted(parts.items())
+    ]
+
+
+def raw_status(
+    spark: SparkSession, kafka: KafkaSettings, pool: str, topics: list[str]
+) -> RawStatus:
+    marks = watermarks(kafka, topics, missing_ok=True)
+    end = {topic: {p.partition: p.high for p in parts} for topic, parts in marks.items()}
+    progress = read_progress(spark, pool_path(pool)).offsets
+    return RawStatus(pool, _lags(end, progress), dead_letter_count(spark, pool))
+
+
+def raw_progress_of(spark: SparkSession, spec: Spec) -> Offsets:
+    """The ingest progress of every raw pool the spec reads, for its input topics."""
+    merged: Offsets = {}
+    for pool, topics in spec.raw_pools().items():
+        progress = read_progress(spark, pool_path(pool)).offsets
+        merged.update({t: dict(progress.get(t, {})) for t in topics})
+    return merged
+
+
+def input_lags(spark: SparkSession, spec: Spec, cursors: Offsets) -> list[PartitionLag]:
+    """Per input topic-partition: events in the raw pools the ETL cursors have not passed."""
+    return _lags(raw_progress_of(spark, spec), cursors)
+
+
+def staging_status(
+    spark: SparkSession, kafka: KafkaSettings, spec: Spec, pool: str
+) -> StagingStatus:
+    state = read_state(spark, pool_path(pool), spec.name)
+    waiting = waiting_events(spark, spec, pool)
+    outputs = [
+        _output_status(kafka, pool, topic, state.next_offsets.get(topic, 0))
+        for topic in staging_pools(spec)[pool]
+    ]
+    return StagingStatus(
+        pool=pool,
+        spec=spec.name,
+        partitions=input_lags(spark, spec, state.cursors),
+        pending=len(waiting),
+        oldest_pending=min((w.timestamp for w in waiting), default=None),
+        expired=dead_letter_count(spark, pool),
+        outputs=outputs,
+    )
+
+
+def _output_status(kafka: KafkaSettings, pool: str, topic: str, staged: int) -> OutputStatus:
+    marks = watermarks(kafka, [topic], missing_ok=True)[topic]
+    sent = topic_position(kafka, topic, pool, marks).next_offset if marks else 0
+    return OutputStatus(topic, staged, sent)

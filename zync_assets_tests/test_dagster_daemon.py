@@ -1,0 +1,210 @@
+"""The product as users meet it: `dagster dev` (webserver + daemon) on the invoice spec.
+
+Nothing here materializes anything: the daemon's sensors start every run. One Dagster
+for the whole module, on the session's Kafka and registry, with its own lake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+from zync_assets.demo.invoices import produce_batch, reset
+from zync_assets.demo.via_dagster import open_instance
+from zync_assets.kafka.registry import Registry
+from zync_assets.stack.dagster import dagster_home, dagster_service, dagster_url, launch_dagster
+from zync_assets_tests.conftest import Stack, free_port, read_topic, rebuild_table
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+SENSORS = {"raw_Raw_kafka_sensor", "zync_automation"}
+FLOW_TIMEOUT_S = 420.0
+_ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+
+
+@dataclass(frozen=True)
+class DagsterUI:
+    url: str
+    instance: DagsterInstance
+    lake: Path
+
+
+@pytest.fixture(scope="module")
+def dagster_ui(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
+    state = tmp_path_factory.mktemp("dagster-state")
+    lake = state / "lake"
+    port = free_port()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ZYNC_LAKE", str(lake))
+        env.setenv("ZYNC_SPECS", str(CHECKOUT / "etl_specs"))
+        env.setenv("ZYNC_SENSOR_INTERVAL", "3s")
+        reset(stack.kafka)  # the demo's topics; its pools live in the fresh lake
+        try:
+            kafka, registry = stack.kafka.bootstrap_servers, stack.registry_settings.url
+            launch_dagster(state, port, kafka, registry)()
+            yield DagsterUI(dagster_url(port), open_instance(dagster_home(state)), lake)
+        finally:
+            dagster_service(state).stop()
+
+
+def wait_until(what: str, ready: Callable[[], bool], ui: DagsterUI, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            runs = [(r.run_id[:8], r.status.value, r.tags.get("dagster/sensor_name"))
+                    for r in ui.instance.get_runs()]  # fmt: skip
+            pytest.fail(f"{what} within {timeout:.0f}s; Dagster runs so far: {runs}")
+        time.sleep(2)
+
+
+def pool_rows(spark, lake: Path, pool: str, where: str = "true") -> int:
+    from zync_assets.pools import pool_exists
+
+    path = str(lake / pool)
+    return spark.read.format("delta").load(path).where(where).count() if pool_exists(path) else 0
+
+
+def flow_batch(stack: Stack, spark, ui: DagsterUI, batch: int, raw: int, outputs: int) -> None:
+    """Produce `batch` and wait, by looking only at the pools and the topic, until the
+    raw pool holds `raw` events and NewInvoices `outputs` records."""
+    produce_batch(batch, stack.kafka, Registry(stack.registry_settings))
+    wait_until(
+        f"batch {batch}: raw/Raw did not reach {raw} events",
+        lambda: pool_rows(spark, ui.lake, "Raw") == raw, ui, FLOW_TIMEOUT_S,
+    )  # fmt: skip
+    wait_until(
+        f"batch {batch}: NewInvoices did not reach {outputs} records",
+        lambda: len(read_topic(stack, "NewInvoices", decode=False)) >= outputs
+        if "NewInvoices" in stack_topics(stack) else False,
+        ui, FLOW_TIMEOUT_S,
+    )  # fmt: skip
+
+
+def stack_topics(stack: Stack) -> set[str]:
+    from zync_assets.kafka.clients import cluster_metadata
+
+    return set(cluster_metadata(stack.kafka).topics)
+
+
+@pytest.fixture(scope="module")
+def first_batch(stack: Stack, spark, dagster_ui: DagsterUI) -> DagsterUI:
+    flow_batch(stack, spark, dagster_ui, batch=1, raw=4, outputs=2)
+    return dagster_ui
+
+
+def test_new_batches_reach_raw_staging_and_the_output_topic_with_no_manual_run(
+    stack: Stack, spark, first_batch: DagsterUI
+) -> None:
+    ui = first_batch
+    assert pool_rows(spark, ui.lake, "Staging", "kind = 'output'") == 2
+    flow_batch(stack, spark, ui, batch=2, raw=7, outputs=3)
+
+    assert pool_rows(spark, ui.lake, "Staging", "kind = 'output'") == 3
+    table = rebuild_table(read_topic(stack, "NewInvoices"), "ID")
+    assert {k: (v["customer"], v["invoice_status"]) for k, v in table.items()} == {
+        100: ("Alice", "pending"), 101: ("Bob", "pending"), 102: ("Charlie", "pending"),
+    }  # fmt: skip
+    runs = ui.instance.get_runs()
+    started_by = {r.tags.get("dagster/sensor_name") for r in runs}
+    assert started_by == SENSORS  # every run came from a sensor, and both sensors started some
+    assert all(r.status == DagsterRunStatus.SUCCESS for r in runs if r.status not in _ACTIVE)
+
+
+def test_no_new_data_launches_no_run_across_several_sensor_ticks(
+    dagster_ui: DagsterUI,
+) -> None:
+    ui = dagster_ui
+    instance = ui.instance
+    wait_until("runs still active", lambda: not instance.get_runs(RunsFilter(statuses=_ACTIVE)),
+               ui, FLOW_TIMEOUT_S)  # fmt: skip
+    time.sleep(8)  # let the automation sensor see the last materializations
+    before = len(instance.get_runs())
+    since = time.time()
+
+    def ticks_since() -> dict[str, list]:
+        states = [s for s in instance.all_instigator_state() if s.instigator_name in SENSORS]
+        return {
+            s.instigator_name: instance.get_ticks(s.instigator_origin_id, s.selector_id,
+                                                  after=since)  # fmt: skip
+            for s in states
+        }
+
+    wait_until("both sensors ticked three times",
+               lambda: len(t := ticks_since()) == 2 and all(len(v) >= 3 for v in t.values()),
+               ui, 120)  # fmt: skip
+    assert len(instance.get_runs()) == before
+    for name, ticks in ticks_since().items():
+        assert all(not tick.run_ids for tick in ticks), name
+
+
+def test_the_ui_shows_the_lineage_and_the_staging_pools_metadata(first_batch: DagsterUI) -> None:
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    chromium = os.environ.get("ZYNC_CHROMIUM") or shutil.which("chromium")
+    if chromium is None and os.environ.get("ZYNC_SKIP_CHROMIUM"):
+        pytest.skip("ZYNC_SKIP_CHROMIUM is set and there is no chromium")
+    assert chromium, "Debian's chromium is missing: run scripts/install.sh"
+    ui = first_batch
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 900})
+            skip = page.get_by_role("button", name="Skip")  # Dagster's newsletter dialog
+            page.add_locator_handler(page.get_by_text("Join the Dagster community"), skip.click)
+            check_lineage(page, ui.url)
+            check_staging_metadata(page, ui.url)
+        finally:
+            browser.close()
+
+
+_EDGES_QUERY = "{ assetNodes { assetKey { path } dependencyKeys { path } } }"
+
+
+def check_lineage(page, url: str) -> None:
+    page.goto(f"{url}/asset-groups", wait_until="networkidle")
+    for _ in range(8):  # groups start collapsed: unfold each
+        unfold = page.locator('[aria-label="unfold_more"]')
+        if unfold.count() == 0:
+            break
+        unfold.first.click()
+        page.wait_for_timeout(500)
+    for label in ("Invoices", "InvoiceStatus", "Raw", "NewInvoices"):
+        assert page.locator(f'[data-tooltip="{label}"]').count() == 1, label
+    assert page.locator('[data-tooltip="Staging"]').count() == 2  # staging/ and done/Staging
+    # The edges the graph draws, as the page's own GraphQL endpoint serves them.
+    answer = page.evaluate(
+        """async (query) => (await (await fetch('/graphql', {method: 'POST',
+            headers: {'Content-Type': 'application/json'}, body: JSON.stringify({query})}))
+            .json()).data.assetNodes""",
+        _EDGES_QUERY,
+    )
+    edges = {
+        ("/".join(dep["path"]), "/".join(node["assetKey"]["path"]))
+        for node in answer
+        for dep in node["dependencyKeys"]
+    }
+    assert edges == {
+        ("kafka/Invoices", "raw/Raw"), ("kafka/InvoiceStatus", "raw/Raw"),
+        ("raw/Raw", "staging/Staging"), ("raw/Raw", "done/Staging"),
+        ("staging/Staging", "kafka/NewInvoices"), ("done/Staging", "kafka/NewInvoices"),
+    }  # fmt: skip
+    page.wait_for_timeout(1000)
+    (CHECKOUT / "docs" / "img").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(CHECKOUT / "docs" / "img" / "lineage.png"))
+
+
+def check_staging_metadata(page, url: str) -> None:
+    page.goto(f"{url}/assets/staging/Staging", wait_until="networkidle")
+    for entry in ("cursors", "pending", "outputs", "raw_offsets_seen"):
+        page.get_by_text(entry, exact=True).first.wait_for(timeout=30_000)
+    text = page.inner_text("body")
+    cursors = json.loads(text.split("cursors", 1)[1].split("}}", 1)[0].strip() + "}}")
+    assert cursors == {"Invoices": {"0": 2}, "InvoiceStatus": {"0": 2}}
