@@ -32,7 +32,7 @@ def orders(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path
     monkeypatch.setenv("ZYNC_LAKE", str(lake))
     spec = tmp_path / "orders.yaml"
     spec.write_text(SPEC % {"raw": "Raw", "staging": "Staging"})
-    append_raw(spark, "Raw", 1, 0, 60_000)  # 60,000 orders + 60,000 payments
+    append_raw(spark, "Raw", 1, 0, 40_000)  # 40,000 orders + 40,000 payments
     return lake, spec
 
 
@@ -45,7 +45,7 @@ def test_kill_9_during_etl_then_rerun_gives_each_output_and_done_record_once(
     for _ in range(5):
         proc = subprocess.Popen([ZYNC, "etl", str(spec)], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
-        time.sleep(rng.uniform(8, 20))
+        time.sleep(rng.uniform(8, 15))
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     done = run_zync("etl", str(spec), env=env, timeout=600)
@@ -53,8 +53,8 @@ def test_kill_9_during_etl_then_rerun_gives_each_output_and_done_record_once(
     again = run_zync("etl", str(spec), env=env, timeout=600)
     assert "nothing new" in again.stdout
     outputs, records, distinct = staged(spark, lake)
-    assert outputs == list(range(60_000))
-    assert len(records) == distinct == 120_000
+    assert outputs == list(range(40_000))
+    assert len(records) == distinct == 80_000
 
 
 def test_two_concurrent_etl_passes_never_duplicate(
@@ -72,5 +72,5 @@ def test_two_concurrent_etl_passes_never_duplicate(
         else:
             assert "run 1" in out or "another ETL" in out, out
     outputs, records, distinct = staged(spark, lake)
-    assert outputs == list(range(60_000))
-    assert len(records) == distinct == 120_000
+    assert outputs == list(range(40_000))
+    assert len(records) == distinct == 80_000

@@ -21,15 +21,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def test_kill_9_during_a_large_sync_then_resume_sends_each_record_once_in_order(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
-    count = 250_000
+    count = 160_000
     write_staging(spark, "Big", topic, count)
     env = stack.env(ZYNC_LAKE=str(lake))
-    command = [ZYNC, "to-kafka", "--pool", "Big", "--transaction-size", "25000"]
+    command = [ZYNC, "to-kafka", "--pool", "Big", "--transaction-size", "16000"]
     rng = random.Random(11)
     for _ in range(5):
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)  # fmt: skip
-        time.sleep(rng.uniform(12, 22))  # Spark starts in ~8s: kills land in survey or sends
+        time.sleep(rng.uniform(12, 18))  # Spark starts in ~8s: kills land in survey or sends
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     done = run_zync(*command[1:], env=env, timeout=600)
@@ -43,10 +43,10 @@ def test_kill_9_during_a_large_sync_then_resume_sends_each_record_once_in_order(
 def test_a_second_to_kafka_fences_the_first_and_nothing_doubles(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
-    count = 200_000
+    count = 120_000
     write_staging(spark, "Race", topic, count)
     env = stack.env(ZYNC_LAKE=str(lake))
-    command = [ZYNC, "to-kafka", "--pool", "Race", "--transaction-size", "20000"]
+    command = [ZYNC, "to-kafka", "--pool", "Race", "--transaction-size", "12000"]
     first = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
