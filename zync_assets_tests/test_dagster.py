@@ -118,12 +118,15 @@ def test_raw_then_staging_and_done_materialize_with_passing_checks(
     ]
     metadata = staging[0].materialization.metadata
     assert metadata["outputs"].value == 3 and metadata["pending"].value == 0
+    assert metadata["lag"].value == 0 and metadata["pending_oldest_age_s"].value == 0
     assert json.loads(metadata["cursors"].value) == {topic: {"0": 3}}
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {
         "dense_output_offsets": True,
         "cursors_never_move_back": True,
         "no_duplicate_done_records": True,
+        "no_dead_letters": True,
+        "no_expired_events": True,
     }
     (sent,) = [
         m.materialization.metadata
@@ -184,3 +187,29 @@ def test_staging_follows_new_raw_data_and_only_then(
     assert after_raw.get_num_requested(staging_key("EagerStaging")) == 1
     # to-kafka is requested with staging, in the same run, after it
     assert after_raw.get_num_requested(out) == 1
+
+
+def test_dead_letters_show_in_metadata_and_warn_through_an_asset_check(
+    spark, stack: Stack, topic: str, tmp_path: Path, lake: Path
+) -> None:
+    from dagster import AssetCheckSeverity
+
+    from zync_assets_tests.conftest import produce_bytes
+
+    defs = build_definitions([load_spec(spec_for(tmp_path, topic, "DeadPool"))])
+    produce_json(stack, topic, [(None, {"n": 1})])
+    produce_bytes(stack, topic, [(None, b"not avro")])
+    result = materialize(
+        [defs.get_assets_def(raw_key("DeadPool"))],
+        instance=DagsterInstance.ephemeral(),
+        resources=defs.resources,
+    )
+    assert result.success  # dead letters are kept, not a failure
+    metadata = result.asset_materializations_for_node("raw__DeadPool")[0].metadata
+    assert metadata["rows_written"].value == 1 and metadata["dead_letters"].value == 1
+    assert metadata["dead_letters_total"].value == 1
+    (check,) = result.get_asset_check_evaluations()
+    assert (check.check_name, check.passed, check.severity) == (
+        "no_dead_letters", False, AssetCheckSeverity.WARN,
+    )  # fmt: skip
+    assert check.metadata["inspect"].value == 'zync query "SELECT * FROM DeadPool_dlq"'

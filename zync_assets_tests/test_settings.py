@@ -77,3 +77,14 @@ def test_durations(text: str, seconds: float) -> None:
 def test_bad_duration() -> None:
     with pytest.raises(ZyncError, match="bad duration"):
         parse_duration("5 parsecs")
+
+
+def test_the_sensor_interval_reads_durations_and_refuses_nonsense() -> None:
+    from zync_assets.settings import sensor_interval_seconds
+
+    assert sensor_interval_seconds({}) == 5
+    assert sensor_interval_seconds({"ZYNC_SENSOR_INTERVAL": "1m"}) == 60
+    with pytest.raises(ZyncError, match="ZYNC_SENSOR_INTERVAL: bad duration"):
+        sensor_interval_seconds({"ZYNC_SENSOR_INTERVAL": "often"})
+    with pytest.raises(ZyncError, match="at least 1s"):
+        sensor_interval_seconds({"ZYNC_SENSOR_INTERVAL": "200ms"})

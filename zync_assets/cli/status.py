@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from zync_assets.errors import ZyncError
@@ -35,7 +36,7 @@ def raw_table(statuses: list[RawStatus]) -> Table:
         )
     for status in statuses:
         for i, part in enumerate(status.partitions or [None]):
-            where = f"{part.topic}[{part.partition}]" if part else "(no partitions yet)"
+            where = escape(f"{part.topic}[{part.partition}]") if part else "(no partitions yet)"
             figures = [str(part.end), str(part.cursor), str(part.lag)] if part else ["-"] * 3
             dead = str(status.dead_letters) if i == 0 else ""
             table.add_row(status.pool if i == 0 else "", where, *figures, dead)

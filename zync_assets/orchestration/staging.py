@@ -84,7 +84,7 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
             AssetSpec(
                 done_key(pool),
                 deps=raw_deps,
-                group_name="staging",
+                group_name="done",
                 automation_condition=eager,
                 description=f"Done records: input events of {spec.name} consumed into {pool}.",
             ),
