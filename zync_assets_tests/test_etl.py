@@ -98,8 +98,14 @@ def simple(spark, stack: Stack, tmp_path: Path, lake: Path) -> Pipeline:
     return Pipeline(spark, stack, tmp_path, SIMPLE, ["L", "R", "Out"])
 
 
-def test_invoice_demo_gives_zyncs_exact_results(spark, stack: Stack, lake: Path) -> None:
+def test_invoice_demo_gives_zyncs_exact_results_and_reaches_a_sink_through_to_kafka(
+    spark, stack: Stack, lake: Path
+) -> None:
+    """End to end: Debezium batches → raw → staging → NewInvoices. After each batch the
+    staging pool holds zync's exact output records, and the table rebuilt from the topic
+    by a consumer we did not write is the one a JDBC sink would hold."""
     from zync_assets.demo.invoices import produce_batch, reset
+    from zync_assets.tokafka.sync import sync_pool
 
     reset(stack.kafka)  # the demo's topic names are fixed
     spec = load_spec(Path(__file__).parent.parent / "etl_specs" / "invoices.yaml")
@@ -112,6 +118,17 @@ def test_invoice_demo_gives_zyncs_exact_results(spark, stack: Stack, lake: Path)
             (7, 101, None, None, "paid")],
     }  # fmt: skip
     done_per_run = {1: 4, 2: 2, 3: 3, 4: 3}
+    alice, bob = ("Alice", "taco"), ("Bob", "burrito")
+    charlie, dan = ("Charlie", "enchilada"), ("Dan", "beans")
+    tables = {
+        1: {100: (*alice, "pending"), 101: (*bob, "pending")},
+        2: {100: (*alice, "pending"), 101: (*bob, "pending"), 102: (*charlie, "pending")},
+        3: {100: (*alice, "closed"), 101: (*bob, "pending"), 102: (*charlie, "pending"),
+            103: (*dan, "pending")},
+        4: {100: (*alice, "closed"), 101: (*bob, "paid"), 102: (*charlie, "paid"),
+            103: (*dan, "collections")},
+    }  # fmt: skip
+    sent = 0
     for batch in range(1, 5):
         produce_batch(batch, stack.kafka, registry)
         ingest(spark, "Raw", ["Invoices", "InvoiceStatus"], stack.kafka, registry)
@@ -129,46 +146,20 @@ def test_invoice_demo_gives_zyncs_exact_results(spark, stack: Stack, lake: Path)
             (o, i, i, c, it) for o, i, c, it, _ in expected[batch]
         ]
         assert [r[5] for r in rows] == [e[4] for e in expected[batch]]
-    assert result.pending == 0
+
+        (synced,) = sync_pool(spark, "Staging", stack.kafka, registry)
+        assert (synced.topic, synced.first_offset) == ("NewInvoices", sent)
+        sent = synced.next_offset
+        table = rebuild_table(read_topic(stack, "NewInvoices"), "ID")
+        assert {
+            k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()
+        } == tables[batch]
+    assert result.pending == 0 and sent == 8
     done = spark.read.format("delta").load(pool_path("Staging")).where("kind = 'done'")
     assert done.count() == 12
     assert done.select("kafka.topic", "kafka.partition", "kafka.offset").distinct().count() == 12
     (again,) = run_etl(spark, spec)
     assert again.run is None and again.note == "nothing new to ETL"
-
-
-def test_invoice_demo_reaches_a_sink_through_to_kafka(spark, stack: Stack, lake: Path) -> None:
-    """End to end: Debezium batches → raw → staging → NewInvoices, checked after each
-    batch by rebuilding the table from the topic with a consumer we did not write."""
-    from zync_assets.demo.invoices import produce_batch, reset
-    from zync_assets.tokafka.sync import sync_pool
-
-    reset(stack.kafka)  # the demo's topic names are fixed
-    spec = load_spec(Path(__file__).parent.parent / "etl_specs" / "invoices.yaml")
-    registry = Registry(stack.registry_settings)
-    alice, bob = ("Alice", "taco"), ("Bob", "burrito")
-    charlie, dan = ("Charlie", "enchilada"), ("Dan", "beans")
-    tables = {
-        1: {100: (*alice, "pending"), 101: (*bob, "pending")},
-        2: {100: (*alice, "pending"), 101: (*bob, "pending"), 102: (*charlie, "pending")},
-        3: {100: (*alice, "closed"), 101: (*bob, "pending"), 102: (*charlie, "pending"),
-            103: (*dan, "pending")},
-        4: {100: (*alice, "closed"), 101: (*bob, "paid"), 102: (*charlie, "paid"),
-            103: (*dan, "collections")},
-    }  # fmt: skip
-    sent = 0
-    for batch in range(1, 5):
-        produce_batch(batch, stack.kafka, registry)
-        ingest(spark, "Raw", ["Invoices", "InvoiceStatus"], stack.kafka, registry)
-        run_etl(spark, spec)
-        (result,) = sync_pool(spark, "Staging", stack.kafka, registry)
-        assert (result.topic, result.first_offset) == ("NewInvoices", sent)
-        sent = result.next_offset
-        table = rebuild_table(read_topic(stack, "NewInvoices"), "ID")
-        assert {
-            k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()
-        } == tables[batch]
-    assert sent == 8
     assert sync_pool(spark, "Staging", stack.kafka, registry)[0].sent == 0
 
 

@@ -61,3 +61,4 @@ def test_status_reports_the_running_stack(stack: Stack) -> None:
     lines = done.stdout.splitlines()
     assert lines[0].startswith("kafka") and "running" in lines[0]
     assert lines[1].startswith("registry") and stack.registry_settings.url in lines[1]
+    assert lines[2].startswith("dagster") and "stopped" in lines[2]  # only with --dagster

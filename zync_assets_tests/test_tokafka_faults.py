@@ -29,7 +29,7 @@ def test_kill_9_during_a_large_sync_then_resume_sends_each_record_once_in_order(
     for _ in range(5):
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)  # fmt: skip
-        time.sleep(rng.uniform(12, 18))  # Spark starts in ~8s: kills land in survey or sends
+        time.sleep(rng.uniform(11, 16))  # Spark starts in ~8s: kills land in survey or sends
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     done = run_zync(*command[1:], env=env, timeout=600)

@@ -243,4 +243,7 @@ def stack_down(home: Path | None = None) -> list[str]:
 
 
 def stack_status(home: Path | None = None) -> list[ServiceStatus]:
-    return [ServiceStatus(s.name, s.running()) for s in _all_services(home or state_dir())]
+    """Every service, in the order they start: Kafka, the registry, Dagster."""
+    home = home or state_dir()
+    services = [*_services(home), dagster_service(home)]
+    return [ServiceStatus(s.name, s.running()) for s in services]
