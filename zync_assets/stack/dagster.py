@@ -107,7 +107,9 @@ def launch_dagster(state: Path, port: int, kafka: str, registry: str) -> Callabl
         return lambda: running
     home = dagster_home(state)
     home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text(_INSTANCE_YAML)
+    config = home / "dagster.yaml"
+    if not config.exists():  # yours to edit afterwards (e.g. max_concurrent_runs)
+        config.write_text(_INSTANCE_YAML)
     dagster = str(Path(sys.executable).parent / "dagster")
     command = [dagster, "dev", "-m", "zync_assets.definitions", "-h", "127.0.0.1", "-p", str(port)]
     proc = service.launch(command, port, env=_dagster_env(home, kafka, registry))
