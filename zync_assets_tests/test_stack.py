@@ -62,3 +62,22 @@ def test_status_reports_the_running_stack(stack: Stack) -> None:
     assert lines[0].startswith("kafka") and "running" in lines[0]
     assert lines[1].startswith("registry") and stack.registry_settings.url in lines[1]
     assert lines[2].startswith("dagster") and "stopped" in lines[2]  # only with --dagster
+
+
+def test_dagster_that_cannot_load_the_specs_says_why_and_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zync_assets.stack.dagster import dagster_service, launch_dagster
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "bad.yaml").write_text("inputs: [{topic: T}]\n")  # no pool
+    monkeypatch.setenv("ZYNC_SPECS", str(specs))
+    wait = launch_dagster(tmp_path, free_port(), "127.0.0.1:1", "http://127.0.0.1:1")
+    try:
+        with pytest.raises(ZyncError, match="Dagster could not load code location") as error:
+            wait()
+        assert "\n" not in str(error.value) and "bad.yaml" in str(error.value)
+    finally:
+        dagster_service(tmp_path).stop()
+    assert dagster_service(tmp_path).running() is None

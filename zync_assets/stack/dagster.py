@@ -63,9 +63,18 @@ def graphql(url: str, query: str, variables: dict[str, Any] | None = None) -> di
 _LOCATIONS = """
 { workspaceOrError { __typename ... on Workspace { locationEntries {
     name loadStatus
-    locationOrLoadError { __typename ... on PythonError { message } }
+    locationOrLoadError { __typename ... on PythonError {
+        message cause { message cause { message cause { message } } }
+    } }
 } } } }
 """
+
+
+def _root_cause(error: dict[str, Any]) -> str:
+    """The innermost error's first line: e.g. the spec file that does not parse."""
+    while error.get("cause"):
+        error = error["cause"]
+    return error["message"].strip().splitlines()[0]
 
 
 def _code_loaded(url: str) -> bool:
@@ -79,8 +88,7 @@ def _code_loaded(url: str) -> bool:
         location = entry.get("locationOrLoadError") or {}
         if location.get("__typename") == "PythonError":
             raise ZyncError(
-                f"Dagster could not load code location {entry['name']}: "
-                f"{location['message'].strip().splitlines()[-1]}"
+                f"Dagster could not load code location {entry['name']}: {_root_cause(location)}"
             )
     return bool(entries) and all(e["loadStatus"] == "LOADED" for e in entries)
 
