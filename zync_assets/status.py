@@ -20,7 +20,7 @@ from zync_assets.etl.run import staging_pools
 from zync_assets.etl.state import read_state
 from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.ranges import Offsets
-from zync_assets.kafka.offsets import watermarks
+from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.pools import dead_letter_path, pool_exists, pool_path
 from zync_assets.settings import KafkaSettings
 from zync_assets.spec import Spec
@@ -98,7 +98,7 @@ def raw_status(
     spark: SparkSession, kafka: KafkaSettings, pool: str, topics: list[str]
 ) -> RawStatus:
     marks = watermarks(kafka, topics, missing_ok=True)
-    end = {topic: {p.partition: p.high for p in parts} for topic, parts in marks.items()}
+    end = high_marks(marks)
     progress = read_progress(spark, pool_path(pool)).offsets
     return RawStatus(pool, _lags(end, progress), dead_letter_count(spark, pool))
 

@@ -19,6 +19,7 @@ from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 from zync_assets.demo.invoices import produce_batch, reset
 from zync_assets.demo.via_dagster import open_instance
 from zync_assets.kafka.registry import Registry
+from zync_assets.orchestration.raw import ACTIVE_RUN_STATUSES
 from zync_assets.stack.dagster import (
     dagster_home,
     dagster_service,
@@ -33,7 +34,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CHECKOUT = Path(__file__).resolve().parent.parent
 SENSORS = {"raw_Raw_kafka_sensor", "zync_automation"}
 FLOW_TIMEOUT_S = 420.0
-_ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,9 @@ def test_a_new_batch_reaches_raw_staging_and_the_output_topic_with_no_manual_run
     runs = ui.instance.get_runs()
     started_by = {r.tags.get("dagster/sensor_name") for r in runs}
     assert started_by == SENSORS  # every run came from a sensor, and both sensors started some
-    assert all(r.status == DagsterRunStatus.SUCCESS for r in runs if r.status not in _ACTIVE)
+    assert all(
+        r.status == DagsterRunStatus.SUCCESS for r in runs if r.status not in ACTIVE_RUN_STATUSES
+    )
 
 
 def test_no_new_data_launches_no_run_across_several_sensor_ticks(
@@ -127,7 +129,7 @@ def test_no_new_data_launches_no_run_across_several_sensor_ticks(
 ) -> None:
     ui = dagster_ui
     instance = ui.instance
-    wait_until("runs still active", lambda: not instance.get_runs(RunsFilter(statuses=_ACTIVE)),
+    wait_until("runs still active", lambda: not instance.get_runs(RunsFilter(statuses=ACTIVE_RUN_STATUSES)),
                ui, FLOW_TIMEOUT_S)  # fmt: skip
     time.sleep(8)  # let the automation sensor see the last materializations
     before = len(instance.get_runs())

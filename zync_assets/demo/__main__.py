@@ -27,7 +27,7 @@ from zync_assets.errors import ZyncError
 from zync_assets.etl.report import pending_report
 from zync_assets.etl.run import run_etl
 from zync_assets.ingest.ingest import ingest
-from zync_assets.kafka.offsets import watermarks
+from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.locations import state_dir
 from zync_assets.orchestration.raw import PROGRESS_KEY
@@ -92,7 +92,7 @@ STAGES = [
 
 def end_offsets(kafka) -> dict[str, dict[int, int]]:
     marks = watermarks(kafka, list(TOPICS))
-    return {topic: {p.partition: p.high for p in parts} for topic, parts in marks.items()}
+    return high_marks(marks)
 
 
 def start_dagster(console: Console, port: int) -> str:

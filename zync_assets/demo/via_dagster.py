@@ -20,8 +20,8 @@ from dagster._core.instance.ref import InstanceRef
 
 from zync_assets.errors import ZyncError
 from zync_assets.ingest.ranges import Offsets, offsets_from_json
+from zync_assets.orchestration.raw import ACTIVE_RUN_STATUSES
 
-_ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 _FAILED = [DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 
 
@@ -89,7 +89,7 @@ def _failed_since(instance: DagsterInstance, since: dt.datetime) -> list[str]:
 
 def _running(instance: DagsterInstance) -> list[str]:
     labels = []
-    for run in instance.get_runs(RunsFilter(statuses=_ACTIVE)):
+    for run in instance.get_runs(RunsFilter(statuses=ACTIVE_RUN_STATUSES)):
         keys = ", ".join(k.to_user_string() for k in sorted(run.asset_selection or []))
         labels.append(f"run {run.run_id[:8]} {run.status.value.lower()}: {keys or run.job_name}")
     return labels

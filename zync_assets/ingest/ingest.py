@@ -26,7 +26,7 @@ from zync_assets.ingest.progress import Progress, app_id, commit_metadata, read_
 from zync_assets.ingest.ranges import OffsetRange, Offsets, advance, plan_ranges
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.ingest.source import read_ranges
-from zync_assets.kafka.offsets import watermarks
+from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import check_pool_name, pool_path
 from zync_assets.settings import KafkaSettings
@@ -98,7 +98,7 @@ def _plan(
 ) -> tuple[list[OffsetRange], Offsets]:
     marks = watermarks(kafka, topics, missing_ok)
     low = {t: {p.partition: p.low for p in parts} for t, parts in marks.items()}
-    high = {t: {p.partition: p.high for p in parts} for t, parts in marks.items()}
+    high = high_marks(marks)
     end = end_offsets if end_offsets is not None else high
     end = {t: parts for t, parts in end.items() if t in topics}
     for topic, parts in progress.offsets.items():

@@ -47,5 +47,10 @@ def watermarks(
         consumer.close()
 
 
+def high_marks(marks: dict[str, list[PartitionOffsets]]) -> dict[str, dict[int, int]]:
+    """{topic: {partition: high watermark}}: the end offsets, as cursors are kept."""
+    return {topic: {p.partition: p.high for p in parts} for topic, parts in marks.items()}
+
+
 def topic_offsets(kafka: KafkaSettings, topic: str) -> list[PartitionOffsets]:
     return watermarks(kafka, [topic])[topic]

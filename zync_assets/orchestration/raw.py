@@ -34,13 +34,13 @@ from zync_assets.ingest.ranges import (
     offsets_from_json,
     offsets_to_json,
 )
-from zync_assets.kafka.offsets import watermarks
+from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
 from zync_assets.status import dead_letter_count
 
 PROGRESS_KEY = "progress"  # materialization metadata: per topic-partition end offsets (JSON)
 POOL_TAG = "zync/pool"
-_ACTIVE = [
+ACTIVE_RUN_STATUSES = [  # a run in one of these may still write
     DagsterRunStatus.QUEUED,
     DagsterRunStatus.NOT_STARTED,
     DagsterRunStatus.STARTING,
@@ -161,12 +161,12 @@ def raw_pool_sensor(pool: str, topics: list[str], minimum_interval_seconds: int)
     )
     def kafka_sensor(context: SensorEvaluationContext):
         active = context.instance.get_run_records(
-            RunsFilter(tags={POOL_TAG: pool}, statuses=_ACTIVE), limit=1
+            RunsFilter(tags={POOL_TAG: pool}, statuses=ACTIVE_RUN_STATUSES), limit=1
         )
         if active:
             return SkipReason(f"a run for pool {pool} is already in progress")
         marks = watermarks(context.resources.kafka.settings(), topics, missing_ok=True)
-        end = {t: {p.partition: p.high for p in parts} for t, parts in marks.items()}
+        end = high_marks(marks)
         progress = recorded_progress(context, pool)
         if not new_data(progress, end):
             return SkipReason(f"nothing beyond the cursors of pool {pool}")
