@@ -5,6 +5,7 @@
 #   .zync/jars/kafka/   Apache Kafka broker jars (run with java -cp)
 #   .zync/jars/registry/ Apicurio Registry (Quarkus fast-jar)
 #   .zync/jars/spark/   Delta Lake, Spark Kafka source and Avro jars, minus what PySpark ships
+#   .zync/jars/zync/    zync's own Spark functions (jvm/src, compiled with javac against PySpark)
 #   /usr/bin/chromium   Debian's Chromium, for the browser test of the Dagster UI (.debs
 #                       cached in .zync/apt/); Playwright drives it, it downloads no browser
 # Each step is skipped when its stamp matches the inputs it was built from.
@@ -86,7 +87,22 @@ else
   say "registry jars are up to date"
 fi
 
-# 3. Chromium for the UI test (Debian package; Playwright uses it, downloads none) --------
+# 3. zync's Spark functions (VARIANT -> Avro for to-kafka), compiled against PySpark's jars --
+jvm_stamp=$(stamp_of pyproject.toml jvm/src/zync/spark/*.java)
+if ! fresh "$JARS/zync" "$jvm_stamp"; then
+  say "compiling zync's Spark functions (javac)"
+  command -v javac >/dev/null || die "javac is missing: install a JDK 17+, not only a JRE (Debian: apt-get install openjdk-17-jdk-headless)"
+  pyspark_jars=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+  rm -rf "$ZYNC_DIR/jvm-build" "$JARS/zync" && mkdir -p "$ZYNC_DIR/jvm-build" "$JARS/zync"
+  javac -nowarn --release 17 -cp "$pyspark_jars/*" -d "$ZYNC_DIR/jvm-build" jvm/src/zync/spark/*.java \
+    || die "javac could not compile jvm/src (see above); re-run scripts/install.sh"
+  jar cf "$JARS/zync/zync-spark.jar" -C "$ZYNC_DIR/jvm-build" .
+  echo "$jvm_stamp" > "$JARS/zync/.stamp"
+else
+  say "zync's Spark functions are up to date"
+fi
+
+# 4. Chromium for the UI test (Debian package; Playwright uses it, downloads none) --------
 if [ -z "${ZYNC_SKIP_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
   command -v apt-get >/dev/null || die "Chromium is missing and this is not Debian: install Chromium, or set ZYNC_SKIP_CHROMIUM=1 to skip the browser test"
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo

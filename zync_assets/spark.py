@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+from pyspark.sql.types import BinaryType, StringType
 
 from zync_assets.errors import ZyncError
 from zync_assets.locations import INSTALL_HINT, jars_dir
@@ -46,31 +47,50 @@ def _conf_file() -> Path | None:
     return None
 
 
-def delta_jars() -> list[str]:
+def spark_jars() -> list[str]:
+    """Delta Lake, the Kafka source, Avro, and zync's own functions (ZYNC_FUNCTIONS)."""
     folder = jars_dir() / "spark"
     jars = sorted(str(p) for p in folder.glob("*.jar"))
     if not any("delta-spark" in Path(j).name for j in jars):
         raise ZyncError(f"the Delta Lake jars are missing from {folder}; {INSTALL_HINT}")
-    return jars
+    own = jars_dir() / "zync" / "zync-spark.jar"
+    if not own.is_file():
+        raise ZyncError(f"zync's Spark functions are missing ({own}); {INSTALL_HINT}")
+    return [*jars, str(own)]
+
+
+# SQL name -> (Java class in jvm/src, return type); registered in every session zync opens.
+ZYNC_FUNCTIONS = {
+    "zync_variant_type": ("zync.spark.VariantTypeOf", StringType()),
+    "zync_variant_avro": ("zync.spark.VariantToAvro", BinaryType()),
+}
+
+
+def register_functions(spark: SparkSession) -> None:
+    for name, (java_class, returns) in ZYNC_FUNCTIONS.items():
+        spark.udf.registerJavaFunction(name, java_class, returns)
 
 
 def spark_session(app_name: str = "zync") -> SparkSession:
     """The process's SparkSession (created on first use, then shared)."""
     master = os.environ.get("ZYNC_SPARK_MASTER", "local[*]")
     if master.startswith("sc://"):
-        return SparkSession.builder.remote(master).appName(app_name).getOrCreate()
+        remote = SparkSession.builder.remote(master).appName(app_name).getOrCreate()
+        register_functions(remote)  # the server needs .zync/jars/zync/zync-spark.jar too
+        return remote
     conf_file = _conf_file()
     conf = read_spark_conf(conf_file) if conf_file else {}
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    builder = builder.config("spark.jars", ",".join(delta_jars()))
+    builder = builder.config("spark.jars", ",".join(spark_jars()))
     opts = [f"-Dlog4j2.configurationFile={_LOG4J2}", conf.get("spark.driver.extraJavaOptions", "")]
     if os.environ.get("ZYNC_SPARK_FAST_START", "1") != "0":
         opts.insert(0, _FAST_START_OPTS)
     builder = builder.config("spark.driver.extraJavaOptions", " ".join(o for o in opts if o))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    register_functions(session)
     # PySpark logs every failed analysis as a JSON blob with a JVM stack trace; zync turns
     # those failures into one-line errors itself.
     logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)

@@ -1,4 +1,4 @@
-"""Output shapes: Spark variant types → stable Avro schemas (pure functions)."""
+"""Output shapes: variant type strings → stable Avro schemas (pure functions)."""
 
 import pytest
 
@@ -11,7 +11,7 @@ from zync_assets.tokafka.shapes import (
     from_avro,
     merge,
     parse_type,
-    spark_ddl,
+    shape_of,
     to_avro,
     value_subject,
 )
@@ -30,6 +30,20 @@ def test_variant_types_are_normalised_to_stable_ones() -> None:
             ("a", Array(Scalar("BIGINT"))),
         )
     )
+
+
+def test_mixed_array_elements_merge_as_one_element_type() -> None:
+    # zync_variant_type lists an array's distinct element types as ARRAY<A | B>
+    parsed = parse_type("OBJECT<xs: ARRAY<BIGINT | DECIMAL(38,2) | VOID>>")
+    assert parsed == Object((("xs", Array(Decimal(2))),))
+    with pytest.raises(ZyncError, match=r"field n\.xs\[\] holds BIGINT and STRING values"):
+        parse_type("OBJECT<n: OBJECT<xs: ARRAY<BIGINT | STRING>>>")
+
+
+def test_shape_is_the_sorted_top_level_names() -> None:
+    assert shape_of(parse_type("OBJECT<b: BIGINT, a: OBJECT<z: STRING>>")) == "a,b"
+    assert shape_of(parse_type("OBJECT<>")) == ""
+    assert shape_of(parse_type("STRING")) is None
 
 
 def test_types_only_widen() -> None:
@@ -58,9 +72,6 @@ def test_avro_schema_has_optional_fields_and_round_trips() -> None:
     assert schema["fields"][2]["type"][1]["scale"] == 2
     assert schema["fields"][3]["type"][1]["name"] == "Value_1_n"
     assert from_avro(schema) == kind
-    assert spark_ddl(kind) == (
-        "STRUCT<`ID`: BIGINT, `at`: TIMESTAMP, `d`: DECIMAL(38,2), `n`: STRUCT<`x`: STRING>>"
-    )
 
 
 def test_names_avro_cannot_hold_and_mixed_types_are_refused_with_the_path() -> None:

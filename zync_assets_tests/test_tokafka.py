@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -50,13 +51,13 @@ def test_sends_from_where_the_topic_stands_and_never_twice(
     assert first.high_water_before == {0: 0} and first.high_water_after[0] >= 5
     assert sync(spark, stack, "S", topic).sent == 0  # rerun: nothing twice
 
-    write_staging(spark, "S", topic, [(i, {"id": i}, {"id": i, "n": i * 10}) for i in range(5, 8)])
-    second = sync(spark, stack, "S", topic)
-    assert (second.sent, second.first_offset) == (3, 5)
+    write_staging(spark, "S", topic, [(i, {"id": i}, {"id": i, "n": i * 10}) for i in range(5, 9)])
+    second = sync(spark, stack, "S", topic, transaction_size=1)  # four transactions, two fetches
+    assert (second.sent, second.first_offset) == (4, 5)
     records = read_topic(stack, topic)
-    assert staging_offsets(records) == list(range(8))
+    assert staging_offsets(records) == list(range(9))
     assert [(r.key, r.value) for r in records] == [
-        ({"id": i}, {"id": i, "n": i * 10}) for i in range(8)
+        ({"id": i}, {"id": i, "n": i * 10}) for i in range(9)
     ]
     assert {r.headers[POOL_HEADER] for r in records} == {b"S"}
 
@@ -94,6 +95,43 @@ def test_shapes_get_one_schema_each_and_partial_updates_stay_partial(
     again = sync(spark, stack, "S", topic)
     assert again.subjects == {k: v for k, v in result.subjects.items() if k in again.subjects}
     assert read_topic(stack, topic)[5].value["price"] == Decimal("2.500")
+
+
+def test_every_sink_type_is_written_from_the_variant_exactly(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    """zync's JVM writer (variant bytes → Avro) against a plain AvroDeserializer."""
+    at_micros = 1_795_341_600_123_456
+    spark.sql(f"""
+        SELECT 'output' AS kind,
+          named_struct('topic', '{topic}', 'partition', 0, 'offset', 0L,
+                       'timestamp', current_timestamp()) AS kafka,
+          to_variant_object(named_struct('id', 7)) AS key,
+          to_variant_object(named_struct(
+            'flag', true, 'n', 9007199254740993L, 'x', CAST(2.5 AS DOUBLE),
+            'f', CAST(0.25 AS FLOAT), 'amount', CAST(-12.30 AS DECIMAL(12,2)),
+            'day', DATE'2026-11-22', 'at', timestamp_micros({at_micros}),
+            'local', TIMESTAMP_NTZ'2026-11-22 10:00:00', 'raw', X'00FF', 'text', 'zürich',
+            'none', CAST(NULL AS STRING),
+            'nested', named_struct('a', 1, 'b', array(1, NULL, 3), 'e', CAST(array() AS ARRAY<INT>)))) AS value
+    """).write.format("delta").mode("append").partitionBy("kind").save(pool_path("Types"))
+    assert sync(spark, stack, "Types", topic).sent == 1
+    (record,) = read_topic(stack, topic)
+    assert record.key == {"id": 7}
+    assert record.value == {
+        "flag": True,
+        "n": 9007199254740993,
+        "x": 2.5,
+        "f": 0.25,
+        "amount": Decimal("-12.30"),  # the stored scale, not a rounded or stripped one
+        "day": dt.date(2026, 11, 22),
+        "at": dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=at_micros),
+        "local": dt.datetime(2026, 11, 22, 10, 0),
+        "raw": b"\x00\xff",
+        "text": "zürich",
+        "none": None,
+        "nested": {"a": 1, "b": [1, None, 3], "e": []},
+    }
 
 
 def _hash(names: str) -> str:
@@ -173,8 +211,11 @@ def test_values_sinks_cannot_type_are_refused_with_the_field(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
     write_staging(spark, "S", topic, [(0, None, {"n": 1}), (1, None, {"n": "one"})])
-    with pytest.raises(ZyncError, match="field n has type VARIANT"):
+    with pytest.raises(ZyncError, match="field n holds BIGINT and STRING values; cast it"):
         sync(spark, stack, "S", topic)
+    write_staging(spark, "M", topic + "m", [(0, None, {"xs": [1, "one"]})])
+    with pytest.raises(ZyncError, match=r"field xs\[\] holds BIGINT and STRING values"):
+        sync(spark, stack, "M", topic + "m")
     write_staging(spark, "T", topic + "x", [(0, None, {"bad name": 1})])
     with pytest.raises(ZyncError, match="field bad name is not a valid Avro name"):
         sync(spark, stack, "T", topic + "x")

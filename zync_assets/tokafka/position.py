@@ -30,8 +30,12 @@ class TopicPosition:
     high_water_marks: dict[int, int]  # per partition
 
 
-def headers(pool: str, offset: int) -> list[tuple[str, bytes]]:
-    return [(POOL_HEADER, pool.encode()), (OFFSET_HEADER, str(offset).encode())]
+def pool_header(pool: str) -> tuple[str, bytes]:
+    return (POOL_HEADER, pool.encode())
+
+
+def offset_header(offset: int) -> tuple[str, bytes]:
+    return (OFFSET_HEADER, b"%d" % offset)
 
 
 def staging_offset_of(message: Message, pool: str) -> int:

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from zync_assets.errors import ZyncError
 from zync_assets.kafka import clients
 from zync_assets.settings import KafkaSettings
-from zync_assets.tokafka.position import headers
+from zync_assets.tokafka.position import offset_header, pool_header
 
 TRANSACTION_TIMEOUT_S = 60.0
 
@@ -95,8 +95,9 @@ def send_chunks(
 
 
 def _produce(producer: Producer, topic: str, pool: str, chunk: Chunk) -> None:
+    same = pool_header(pool)
     for index, (key, value) in enumerate(zip(chunk.keys, chunk.values, strict=True)):
-        record_headers = headers(pool, chunk.first + index)
+        record_headers = [same, offset_header(chunk.first + index)]
         while True:
             try:
                 producer.produce(topic, value=value, key=key, headers=record_headers)

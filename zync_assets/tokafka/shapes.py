@@ -1,4 +1,4 @@
-"""Output record shapes: from Spark's `schema_of_variant` types to Avro schemas.
+"""Output record shapes: from variant type strings to Avro schemas.
 
 Staging keys and values are VARIANTs, so each record carries its own shape. An
 output topic usually holds a few shapes (full rows, partial updates). Records are
@@ -6,10 +6,11 @@ grouped by their top-level field names; each group gets one Avro record schema i
 which every field is optional, and its own registry subject. A JDBC sink then
 upserts only the columns a record has, so a partial update leaves the others alone.
 
-Variant types are per value (a decimal 12.30 is stored as DECIMAL(3,1)), so types
-are normalised to stable ones: integers → long, floating point → double, decimals
-→ decimal(38, widest scale seen), and they only ever widen against the version
-already registered. Pure functions: no Spark, no registry.
+Type strings come from zync's `zync_variant_type` (jvm/src), in the syntax of
+Spark's `schema_of_variant`. Variant types are per value (a 1 may sit next to a
+1.50), so types are normalised to stable ones: integers → long, floating point →
+double, decimals → decimal(38, widest scale seen), and they only ever widen
+against the version already registered. Pure functions: no Spark, no registry.
 """
 
 from __future__ import annotations
@@ -71,11 +72,11 @@ Type = Scalar | Decimal | Array | Object
 VOID = Scalar("VOID")
 
 
-# --- parsing `schema_of_variant` output, e.g. OBJECT<ID: BIGINT, d: DECIMAL(3,1)> ---
+# --- parsing type strings, e.g. OBJECT<ID: BIGINT, d: DECIMAL(38,2), a: ARRAY<STRING>> ---
 
 
 class _Parser:
-    TOKEN = re.compile(r"\s*(`(?:[^`]|``)*`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
+    TOKEN = re.compile(r"\s*(`(?:[^`]|``)*`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:|])")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -104,7 +105,7 @@ class _Parser:
     def peek(self) -> str:
         return self.tokens[self.at]
 
-    def parse(self) -> Type:
+    def parse(self, path: str = "") -> Type:
         name = self.take().upper()
         if name == "OBJECT":
             self.take("<")
@@ -114,14 +115,17 @@ class _Parser:
                 if field.startswith("`"):
                     field = field[1:-1].replace("``", "`")
                 self.take(":")
-                fields.append((field, self.parse()))
+                fields.append((field, self.parse(f"{path}.{field}")))
                 if self.peek() == ",":
                     self.take()
             self.take(">")
             return Object(tuple(fields))
-        if name == "ARRAY":
+        if name == "ARRAY":  # zync_variant_type lists mixed elements as ARRAY<A | B>
             self.take("<")
-            element = self.parse()
+            element = self.parse(f"{path}[]")
+            while self.peek() == "|":
+                self.take()
+                element = merge(element, self.parse(f"{path}[]"), f"{path}[]")
             self.take(">")
             return Array(element)
         if name == "DECIMAL":
@@ -139,7 +143,7 @@ class _Parser:
 
 
 def parse_type(text: str) -> Type:
-    """A `schema_of_variant` type string as a normalised type."""
+    """A type string (`zync_variant_type`, `schema_of_variant`) as a normalised type."""
     parser = _Parser(text)
     parsed = parser.parse()
     if parser.at != len(parser.tokens):
@@ -192,18 +196,7 @@ def describe(kind: Type) -> str:
     return kind.name
 
 
-# --- to Spark DDL (for variant_get) and to Avro ---
-
-
-def spark_ddl(kind: Type) -> str:
-    if isinstance(kind, Object):
-        fields = ", ".join(f"`{n.replace('`', '``')}`: {spark_ddl(t)}" for n, t in kind.fields)
-        return f"STRUCT<{fields}>"
-    if isinstance(kind, Array):
-        return f"ARRAY<{spark_ddl(kind.element)}>"
-    if isinstance(kind, Decimal):
-        return f"DECIMAL({DECIMAL_PRECISION},{kind.scale})"
-    return "STRING" if kind == VOID else kind.name
+# --- to Avro ---
 
 
 def to_avro(kind: Type, name: str, namespace: str, path: str = "") -> Any:
@@ -273,10 +266,14 @@ def namespace_of(topic: str) -> str:
     return "zync." + re.sub(r"[^A-Za-z0-9_]", "_", topic)
 
 
+def shape_of(kind: Type) -> str | None:
+    """A record's shape: its sorted top-level field names, "a,b"; None for non-records."""
+    return ",".join(sorted(n for n, _ in kind.fields)) if isinstance(kind, Object) else None
+
+
 def value_record_name(kind: Type) -> str:
     """`Value_<hash of the top-level field names>`: stable for a shape across runs."""
-    names = ",".join(sorted(n for n, _ in kind.fields)) if isinstance(kind, Object) else ""
-    return "Value_" + hashlib.sha1(names.encode()).hexdigest()[:8]
+    return "Value_" + hashlib.sha1((shape_of(kind) or "").encode()).hexdigest()[:8]
 
 
 def value_subject(topic: str, kind: Type) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -31,7 +32,8 @@ from zync_assets.tokafka.encode import (
 from zync_assets.tokafka.position import topic_position
 from zync_assets.tokafka.send import Chunk, open_producer, send_chunks
 
-TRANSACTION_SIZE = 200_000  # default records per transaction (and per Spark fetch)
+TRANSACTION_SIZE = 200_000  # default records per transaction
+FETCH_BYTES = 128 * 1024 * 1024  # encoded records per Spark job, about (a few transactions)
 
 
 @dataclass(frozen=True)
@@ -135,21 +137,42 @@ def _check_continues(pool: str, topic: str, start: int, found: Survey) -> None:
         )
 
 
-def _chunks(frame: DataFrame, start: int, end: int, size: int) -> Iterator[Chunk]:
-    """Chunks in offset order; the next one is fetched from Spark while this one is sent."""
-    bounds = [(low, min(low + size, end)) for low in range(start, end, size)]
+def _chunks(frame: DataFrame, start: int, end: int, transaction_size: int) -> Iterator[Chunk]:
+    """Chunks of `transaction_size` records in offset order. Spark fetches several chunks'
+    worth per job (each job scans the pool's files for its range, so fewer, larger jobs
+    scan less), bounded by FETCH_BYTES, and fetches the next range while this is sent."""
+    size = transaction_size
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(_fetch, frame, *bounds[0])
-        for index in range(len(bounds)):
-            chunk = pending.result()
-            if index + 1 < len(bounds):
-                pending = pool.submit(_fetch, frame, *bounds[index + 1])
-            yield chunk
+        pending = pool.submit(_fetch, frame, start, min(start + size, end))
+        low = start
+        while low < end:
+            table = pending.result()
+            low += table.num_rows
+            size = _fetch_size(table, transaction_size)
+            if low < end:
+                pending = pool.submit(_fetch, frame, low, min(low + size, end))
+            yield from _split(table, transaction_size)
 
 
-def _fetch(frame: DataFrame, low: int, high: int) -> Chunk:
-    table = frame.where(F.col("offset").between(low, high - 1)).orderBy("offset").toArrow()
-    offsets = table.column("offset").to_pylist()
-    if offsets != list(range(low, high)):
+def _fetch_size(fetched: pa.Table, transaction_size: int) -> int:
+    """Records per Spark job: whole transactions, about FETCH_BYTES of encoded records."""
+    per_record = max(fetched.nbytes / max(fetched.num_rows, 1), 1.0)
+    transactions = max(int(FETCH_BYTES / per_record) // transaction_size, 1)
+    return transactions * transaction_size
+
+
+def _split(table: pa.Table, size: int) -> Iterator[Chunk]:
+    for at in range(0, table.num_rows, size):
+        part = table.slice(at, size)
+        keys, values = part.column("key").to_pylist(), part.column("value").to_pylist()
+        yield Chunk(part.column("offset")[0].as_py(), keys, values)
+
+
+def _fetch(frame: DataFrame, low: int, high: int) -> pa.Table:
+    # Sorted here, not by Spark: a global orderBy samples (encoding every record twice) and
+    # shuffles, where Arrow sorts a chunk in milliseconds.
+    table = frame.where(F.col("offset").between(low, high - 1)).toArrow().sort_by("offset")
+    offsets = table.column("offset")
+    if table.num_rows != high - low or offsets.to_pylist() != list(range(low, high)):
         raise ZyncError(f"staging offsets {low}..{high - 1} changed while sending; run again")
-    return Chunk(low, table.column("key").to_pylist(), table.column("value").to_pylist())
+    return table
