@@ -8,6 +8,7 @@ chunk. Rerunning sends nothing twice; a crash loses nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ from zync_assets.tokafka.position import topic_position
 from zync_assets.tokafka.send import Chunk, open_producer, send_chunks
 
 TRANSACTION_SIZE = 200_000  # default records per transaction
+# zync_variant_avro (jvm/src) prefixes its refusals so they can be told from Spark's own.
+# Spark quotes them as "...: zync to-kafka: <reason>. SQLSTATE: 39000" or on a line of its own.
+ENCODER_ERROR = re.compile(r"zync to-kafka: (.*?)(?:\. SQLSTATE|\n|$)")
 FETCH_BYTES = 128 * 1024 * 1024  # encoded records per Spark job, about (a few transactions)
 
 
@@ -171,7 +175,15 @@ def _split(table: pa.Table, size: int) -> Iterator[Chunk]:
 def _fetch(frame: DataFrame, low: int, high: int) -> pa.Table:
     # Sorted here, not by Spark: a global orderBy samples (encoding every record twice) and
     # shuffles, where Arrow sorts a chunk in milliseconds.
-    table = frame.where(F.col("offset").between(low, high - 1)).toArrow().sort_by("offset")
+    try:
+        table = frame.where(F.col("offset").between(low, high - 1)).toArrow().sort_by("offset")
+    except Exception as exc:  # a failed Spark job: say why if our encoder refused a record
+        refusal = ENCODER_ERROR.search(str(exc))
+        if refusal is None:
+            raise
+        raise ZyncError(
+            f"{refusal.group(1)} (staging offsets {low}..{high - 1}); nothing of them was sent"
+        ) from exc
     offsets = table.column("offset")
     if table.num_rows != high - low or offsets.to_pylist() != list(range(low, high)):
         raise ZyncError(f"staging offsets {low}..{high - 1} changed while sending; run again")
