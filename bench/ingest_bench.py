@@ -3,7 +3,8 @@
 Side by side in one run, against one broker:
   baseline  a plain confluent-kafka consumer reading the topic without decoding
   cold      `zync from-kafka --once` as a fresh process (JVM start included)
-  warm      ingest() in a process whose SparkSession is already up
+  warm      ingest() in a process whose SparkSession is already up (full JIT:
+            ZYNC_SPARK_FAST_START=0), best of two
 and the peak memory (RSS of the whole process tree) of the cold run for N and for
 the big topic, to show memory does not grow with topic size.
 Results are appended to docs/BENCHMARKS.md.
@@ -60,11 +61,13 @@ def warm_ingest(kafka: KafkaSettings, registry: Registry, topic: str, lake: Path
     spark = spark_session("bench")
     fill_topic(kafka, registry, f"{topic}_warmup", 20_000)
     ingest(spark, "Warmup", [f"{topic}_warmup"], kafka, registry)  # JIT and caches warm
-    started = time.perf_counter()
-    result = ingest(spark, "Bench", [topic], kafka, registry)
-    seconds = time.perf_counter() - started
-    assert result.rows == sum(r.size for r in result.ranges), result
-    return seconds
+    runs = []
+    for attempt in range(2):  # best of two: a shared 2-core machine is noisy
+        started = time.perf_counter()
+        result = ingest(spark, f"Bench{attempt}", [topic], kafka, registry)
+        runs.append(time.perf_counter() - started)
+        assert result.rows == sum(r.size for r in result.ranges), result
+    return min(runs)
 
 
 def main() -> None:
@@ -77,7 +80,7 @@ def main() -> None:
     with bench_stack() as (kafka, registry):
         topic = f"bench_orders_{args.events}"
         size = fill_topic(kafka, registry, topic, args.events)
-        baseline = plain_consumer_rate(kafka, topic, args.events)
+        baseline = max(plain_consumer_rate(kafka, topic, args.events) for _ in range(2))
         cold_s, cold_peak = cold_ingest(topic, work / "cold")
         warm_s = warm_ingest(kafka, registry, topic, work / "warm")
         warm, cold = args.events / warm_s, args.events / cold_s
@@ -90,9 +93,10 @@ def main() -> None:
             "",
             "| measurement | seconds | events/s | ratio to plain consumer |",
             "|---|---:|---:|---:|",
-            f"| plain confluent-kafka consumer, no decoding | {args.events / baseline:.1f} "
+            f"| plain confluent-kafka consumer, no decoding (best of 2) | {args.events / baseline:.1f} "
             f"| {baseline:,.0f} | 1.00 |",
-            f"| zync ingest, warm Spark session | {warm_s:.1f} | {warm:,.0f} | {warm / baseline:.3f} |",
+            f"| zync ingest, warm Spark session (best of 2) | {warm_s:.1f} | {warm:,.0f} "
+            f"| {warm / baseline:.3f} |",
             f"| zync ingest, cold (`zync from-kafka --once`, JVM start included) | {cold_s:.1f} "
             f"| {cold:,.0f} | {cold / baseline:.3f} |",
             "",

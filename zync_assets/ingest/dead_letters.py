@@ -43,7 +43,7 @@ def sync_dead_letters(spark: SparkSession, pool: str, raw: Progress) -> int:
     dead = (
         spark.read.format("delta")
         .load(pool_path(pool))
-        .where(F.col("dead_letter").isNotNull() & _between(copied.offsets, raw.offsets))
+        .where(F.col("dead_letter.reason").isNotNull() & _between(copied.offsets, raw.offsets))
         .select(
             "kafka.topic",
             "kafka.partition",
