@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from zync_assets.errors import ZyncError
+from zync_assets.spark import spark_jars
 from zync_assets.stack import java
 from zync_assets.stack.process import Service
 from zync_assets.stack.services import StackPorts, stack_status, stack_up
@@ -31,6 +32,22 @@ def test_missing_jars_point_at_the_installer(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 1
     assert "jars are missing" in done.stderr and "scripts/install.sh" in done.stderr
+
+
+def test_missing_zync_functions_point_at_the_installer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "spark").mkdir()
+    (tmp_path / "spark" / "delta-spark_4.2_2.13-4.4.0.jar").touch()
+    monkeypatch.setenv("ZYNC_JARS", str(tmp_path))
+    with pytest.raises(ZyncError, match=r"zync's Spark functions are missing .*run scripts/inst"):
+        spark_jars()
+    (tmp_path / "zync").mkdir()
+    (tmp_path / "zync" / "zync-spark.jar").touch()
+    assert [Path(j).name for j in spark_jars()] == [
+        "delta-spark_4.2_2.13-4.4.0.jar",
+        "zync-spark.jar",
+    ]
 
 
 def test_missing_java_is_explained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
