@@ -134,6 +134,36 @@ def test_every_sink_type_is_written_from_the_variant_exactly(
     }
 
 
+def test_later_runs_reuse_registered_schemas_and_survey_only_a_new_shape(
+    spark, stack: Stack, topic: str, lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zync_assets.tokafka import sync as sync_module
+
+    write_staging(spark, "S", topic, [(i, {"id": i}, {"id": i, "n": i}) for i in range(3)])
+    first = sync(spark, stack, "S", topic)
+    surveys: list[int] = []
+    real_survey = sync_module.survey
+    monkeypatch.setattr(sync_module, "survey", lambda o, s: surveys.append(s) or real_survey(o, s))
+    write_staging(spark, "S", topic, [(i, {"id": i}, {"id": i, "n": i}) for i in range(3, 5)])
+    second = sync(spark, stack, "S", topic)
+    assert (second.sent, surveys) == (2, [])  # the registered schemas fit: no survey
+    assert second.subjects == first.subjects
+    write_staging(spark, "S", topic, [
+        (5, {"id": 5}, {"id": 5, "n": 5}),
+        (6, {"id": 6}, {"id": 6, "n": 6.25}),  # a wider type: n becomes double
+        (7, {"id": 7}, {"id": 7, "tag": "new"}),  # a new shape
+    ])  # fmt: skip
+    third = sync(spark, stack, "S", topic, transaction_size=1)
+    assert (third.sent, third.first_offset, surveys) == (3, 5, [6])  # 5 went out first
+    records = read_topic(stack, topic)
+    assert staging_offsets(records) == list(range(8))
+    assert [r.value for r in records[5:]] == [
+        {"id": 5, "n": 5},
+        {"id": 6, "n": 6.25},
+        {"id": 7, "tag": "new"},
+    ]
+
+
 def _hash(names: str) -> str:
     import hashlib
 

@@ -1,8 +1,9 @@
 """Staging output records → Confluent-framed Avro key/value bytes, encoded in Spark.
 
-One survey job types every record to send (zync's `zync_variant_type`) and checks
-their offsets are dense; the registry gets one schema per shape (top-level field
-names); then `zync_variant_avro` writes each record as Avro straight from its
+A cheap job checks the offsets to send are dense. A survey types every record
+(zync's `zync_variant_type`) and the registry gets one schema per shape (top-level
+field names), unless the schemas already registered fit (`registered_encoding`);
+then `zync_variant_avro` writes each record as Avro straight from its
 VARIANT bytes in the JVM, so the driver only moves bytes. Both functions are
 zync's own (jvm/src): Spark's `schema_of_variant_agg` and `variant_get` into a
 struct cost ~25 µs per record, these ~1 µs.
@@ -26,13 +27,19 @@ STAGING_HINT = "run `zync etl` first"
 
 
 @dataclass(frozen=True)
-class Survey:
-    """The records of one topic from a staging offset on: how many, and their shapes."""
+class Span:
+    """The offsets of one topic's records from a staging offset on."""
 
     count: int
     low: int | None
     high: int | None  # the largest offset
     has_previous: bool  # staging has the record at start - 1
+
+
+@dataclass(frozen=True)
+class Survey:
+    """The types of one topic's records from a staging offset on."""
+
     key_type: shapes.Type | None  # all keys merged; None when every key is null
     value_shapes: dict[str | None, shapes.Type]  # shape -> merged type; tombstones excluded
 
@@ -65,36 +72,34 @@ def outputs_from(spark: SparkSession, pool: str, topic: str, start: int) -> Data
     )
 
 
-def survey(outputs: DataFrame, start: int) -> Survey:
-    """Types and offsets of the records from `start` on; `outputs` may begin one
-    record earlier, to learn whether staging has the record before `start`."""
+def span(outputs: DataFrame, start: int) -> Span:
+    """Offsets of the records from `start` on (reads no keys or values); `outputs` may
+    begin one record earlier, to learn whether staging has the record before `start`."""
     new = F.col("offset") >= start
+    row = outputs.agg(
+        F.count(F.when(new, 1)).alias("n"),
+        F.min(F.when(new, F.col("offset"))).alias("low"),
+        F.max(F.when(new, F.col("offset"))).alias("high"),
+        F.max(F.col("offset") == start - 1).alias("previous"),
+    ).first()
+    return Span(row.n, row.low, row.high, bool(row.previous))
+
+
+def survey(outputs: DataFrame, start: int) -> Survey:
+    """Types of every key and value from `start` on, merged per shape."""
     grouped = (
-        outputs.select(
-            "offset",
-            new.alias("new"),
-            F.when(new, F.call_function("zync_variant_type", "key")).alias("key_type"),
-            F.when(new, F.call_function("zync_variant_type", "value")).alias("value_type"),
+        outputs.where(F.col("offset") >= start)
+        .select(
+            F.call_function("zync_variant_type", "key").alias("key_type"),
+            F.call_function("zync_variant_type", "value").alias("value_type"),
         )
-        .groupBy("key_type", "value_type")
-        .agg(
-            F.count(F.when(F.col("new"), 1)).alias("n"),
-            F.min(F.when(F.col("new"), F.col("offset"))).alias("low"),
-            F.max(F.when(F.col("new"), F.col("offset"))).alias("high"),
-            F.max(F.col("offset") == start - 1).alias("previous"),
-        )
+        .distinct()
         .collect()
     )
-    new_groups = sorted(
-        (r for r in grouped if r.n), key=lambda r: (r.key_type or "", r.value_type or "")
-    )
+    grouped.sort(key=lambda r: (r.key_type or "", r.value_type or ""))  # a stable field order
     return Survey(
-        count=sum(r.n for r in new_groups),
-        low=min((r.low for r in new_groups), default=None),
-        high=max((r.high for r in new_groups), default=None),
-        has_previous=any(r.previous for r in grouped),
-        key_type=_merged(r.key_type for r in new_groups),
-        value_shapes=_by_shape(r.value_type for r in new_groups),
+        key_type=_merged(r.key_type for r in grouped),
+        value_shapes=_by_shape(r.value_type for r in grouped),
     )
 
 
@@ -102,7 +107,7 @@ def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:
     """Register one schema per shape (widening what is registered) and build the
     columns that encode keys and values."""
     subjects: dict[str, int] = {}
-    key = F.lit(None).cast("binary")
+    key = F.lit(None).cast("binary")  # every key is null
     if survey_.key_type is not None:
         subject = shapes.key_subject(topic)
         schema_id, avro = _register(registry, subject, survey_.key_type, "Key", topic)
@@ -121,6 +126,30 @@ def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:
             objects[shape] = [schema_id, avro]
     value = _avro("value", {"objects": objects, "other": other})
     return Encoding(key, value, subjects)
+
+
+def registered_encoding(topic: str, registry: Registry) -> Encoding | None:
+    """The encoding of what earlier runs registered for `topic` (no survey); None if
+    nothing is. A record it does not fit makes the encoder refuse; the caller surveys."""
+    keys, objects, other, subjects = None, {}, None, {}
+    for subject in registry.subjects():
+        kind = shapes.subject_kind(topic, subject)
+        if kind is None:
+            continue
+        registered = registry.latest(subject)
+        subjects[subject] = registered.schema_id
+        entry = [registered.schema_id, registered.schema.schema_str]
+        if kind == "key":
+            keys = entry
+        elif kind == "value":
+            other = entry
+        else:
+            value_type = shapes.from_avro(json.loads(registered.schema.schema_str))
+            objects[shapes.shape_of(value_type)] = entry
+    if not subjects:
+        return None
+    key = _avro("key", {"other": keys})
+    return Encoding(key, _avro("value", {"objects": objects, "other": other}), subjects)
 
 
 def encoded(outputs: DataFrame, encoding_: Encoding) -> DataFrame:

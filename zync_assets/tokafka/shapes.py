@@ -286,3 +286,15 @@ def value_subject(topic: str, kind: Type) -> str:
 
 def key_subject(topic: str) -> str:
     return f"{topic}-key"
+
+
+def subject_kind(topic: str, subject: str) -> str | None:
+    """ "key", "value" (plain values) or "record" for one of `topic`'s subjects; None for
+    another topic's (topic "T-x" has subjects that start with "T-" too)."""
+    if subject == key_subject(topic):
+        return "key"
+    if subject == f"{topic}-value":
+        return "value"
+    if subject.startswith(f"{topic}-{namespace_of(topic)}.Value_"):
+        return "record"
+    return None

@@ -4,6 +4,11 @@ For each output topic: fence older producers, read where the topic stands (the
 staging offset in its last committed record), check staging continues from there
 without a gap, encode the rest in Spark and send it in order, one transaction per
 chunk. Rerunning sends nothing twice; a crash loses nothing.
+
+Encoding first tries the schemas earlier runs registered for the topic: in the
+steady state they fit, and no survey pass is needed. Only when the encoder meets a
+record they do not fit (a new shape, a wider type, or a first run) are the rest
+of the records surveyed and their schemas registered.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -23,11 +29,13 @@ from zync_assets.kafka.offsets import watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings
 from zync_assets.tokafka.encode import (
-    Survey,
+    Span,
     encoded,
     encoding,
     output_topics,
     outputs_from,
+    registered_encoding,
+    span,
     survey,
 )
 from zync_assets.tokafka.position import topic_position
@@ -38,6 +46,10 @@ TRANSACTION_SIZE = 200_000  # default records per transaction
 # Spark quotes them as "...: zync to-kafka: <reason>. SQLSTATE: 39000" or on a line of its own.
 ENCODER_ERROR = re.compile(r"zync to-kafka: (.*?)(?:\. SQLSTATE|\n|$)")
 FETCH_BYTES = 128 * 1024 * 1024  # encoded records per Spark job, about (a few transactions)
+
+
+class EncoderRefused(ZyncError):
+    """A record does not fit the schemas its chunk was encoded with."""
 
 
 @dataclass(frozen=True)
@@ -89,24 +101,56 @@ def sync_topic(
     position = topic_position(kafka, topic, pool, before)
     start = position.next_offset
     outputs = outputs_from(spark, pool, topic, max(start - 1, 0))
-    found = survey(outputs, start)
+    found = span(outputs, start)
     _check_continues(pool, topic, start, found)
-    result = SyncResult(
-        pool, topic, 0, start, start, position.high_water_marks, position.high_water_marks
-    )
     if found.count == 0:
-        return result
-    codec = encoding(found, topic, registry)
-    frame = encoded(outputs, codec)
-    end = start + found.count
-    report = (lambda sent: progress(topic, sent, found.count)) if progress else (lambda sent: None)
-    sent = send_chunks(
-        producer, fatal, topic, pool, _chunks(frame, start, end, transaction_size), report
-    )
+        marks = position.high_water_marks
+        return SyncResult(pool, topic, 0, start, start, marks, marks)
+    report = (lambda n: progress(topic, n, found.count)) if progress else (lambda n: None)
+    send = partial(send_chunks, producer, fatal, topic, pool)
+    sent, subjects = _send_all(outputs, topic, registry, start, start + found.count, send, report,
+                               transaction_size)  # fmt: skip
     after = {p.partition: p.high for p in watermarks(kafka, [topic])[topic]}
     return SyncResult(
-        pool, topic, sent, start, start + sent, position.high_water_marks, after, codec.subjects
+        pool, topic, sent, start, start + sent, position.high_water_marks, after, subjects
     )
+
+
+def _send_all(
+    outputs: DataFrame,
+    topic: str,
+    registry: Registry,
+    start: int,
+    end: int,
+    send: Callable[[Iterator[Chunk], Callable[[int], None]], int],
+    report: Callable[[int], None],
+    transaction_size: int,
+) -> tuple[int, dict[str, int]]:
+    """Encode and send offsets start..end-1: with the schemas earlier runs registered
+    (the steady state: no survey), surveying and registering only when a record does
+    not fit them. Returns the records sent and the subjects used."""
+    sent = 0  # committed by earlier attempts
+    attempt_sent = 0  # committed by this attempt
+
+    def committed(count: int) -> None:
+        nonlocal attempt_sent
+        attempt_sent = count
+        report(sent + count)
+
+    codec = registered_encoding(topic, registry)
+    while True:
+        surveyed = codec is None
+        if codec is None:
+            codec = encoding(survey(outputs, start + sent), topic, registry)
+        attempt_sent = 0
+        try:
+            send(_chunks(encoded(outputs, codec), start + sent, end, transaction_size), committed)
+            return sent + attempt_sent, codec.subjects
+        except EncoderRefused:
+            if surveyed:
+                raise
+        sent += attempt_sent  # a chunk is fetched only after the one before it committed
+        codec = None  # a new shape or a wider type: survey the rest, register, go on
 
 
 def _ensure_topic(kafka: KafkaSettings, topic: str, partitions: int | None) -> None:
@@ -122,7 +166,7 @@ def _ensure_topic(kafka: KafkaSettings, topic: str, partitions: int | None) -> N
         )
 
 
-def _check_continues(pool: str, topic: str, start: int, found: Survey) -> None:
+def _check_continues(pool: str, topic: str, start: int, found: Span) -> None:
     """Staging must hold the records right after the topic's last one, densely."""
     if start > 0 and not found.has_previous:
         raise ZyncError(
@@ -181,7 +225,7 @@ def _fetch(frame: DataFrame, low: int, high: int) -> pa.Table:
         refusal = ENCODER_ERROR.search(str(exc))
         if refusal is None:
             raise
-        raise ZyncError(
+        raise EncoderRefused(
             f"{refusal.group(1)} (staging offsets {low}..{high - 1}); nothing of them was sent"
         ) from exc
     offsets = table.column("offset")
