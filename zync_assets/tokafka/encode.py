@@ -85,22 +85,39 @@ def span(outputs: DataFrame, start: int) -> Span:
     return Span(row.n, row.low, row.high, bool(row.previous))
 
 
-def survey(outputs: DataFrame, start: int) -> Survey:
-    """Types of every key and value from `start` on, merged per shape."""
+def survey(outputs: DataFrame, start: int) -> tuple[Span, Survey]:
+    """Offsets and types of the records from `start` on, in one pass (`span` reads
+    offsets only, when the types are not needed)."""
+    new = F.col("offset") >= start
     grouped = (
-        outputs.where(F.col("offset") >= start)
-        .select(
-            F.call_function("zync_variant_type", "key").alias("key_type"),
-            F.call_function("zync_variant_type", "value").alias("value_type"),
+        outputs.select(
+            "offset",
+            new.alias("new"),
+            F.when(new, F.call_function("zync_variant_type", "key")).alias("key_type"),
+            F.when(new, F.call_function("zync_variant_type", "value")).alias("value_type"),
         )
-        .distinct()
+        .groupBy("key_type", "value_type")
+        .agg(
+            F.count(F.when(F.col("new"), 1)).alias("n"),
+            F.min(F.when(F.col("new"), F.col("offset"))).alias("low"),
+            F.max(F.when(F.col("new"), F.col("offset"))).alias("high"),
+            F.max(F.col("offset") == start - 1).alias("previous"),
+        )
         .collect()
     )
-    grouped.sort(key=lambda r: (r.key_type or "", r.value_type or ""))  # a stable field order
-    return Survey(
-        key_type=_merged(r.key_type for r in grouped),
-        value_shapes=_by_shape(r.value_type for r in grouped),
+    found = [r for r in grouped if r.n]
+    found.sort(key=lambda r: (r.key_type or "", r.value_type or ""))  # a stable field order
+    offsets = Span(
+        count=sum(r.n for r in found),
+        low=min((r.low for r in found), default=None),
+        high=max((r.high for r in found), default=None),
+        has_previous=any(r.previous for r in grouped),
     )
+    types = Survey(
+        key_type=_merged(r.key_type for r in found),
+        value_shapes=_by_shape(r.value_type for r in found),
+    )
+    return offsets, types
 
 
 def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:

@@ -29,6 +29,7 @@ from zync_assets.kafka.offsets import watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings
 from zync_assets.tokafka.encode import (
+    Encoding,
     Span,
     encoded,
     encoding,
@@ -101,15 +102,23 @@ def sync_topic(
     position = topic_position(kafka, topic, pool, before)
     start = position.next_offset
     outputs = outputs_from(spark, pool, topic, max(start - 1, 0))
-    found = span(outputs, start)
+    # Steady state: the schemas earlier runs registered fit, and the offsets are all a
+    # first pass needs; otherwise it surveys the types as well.
+    codec = registered_encoding(topic, registry)
+    if codec is None:
+        found, types = survey(outputs, start)
+    else:
+        found = span(outputs, start)
     _check_continues(pool, topic, start, found)
     if found.count == 0:
         marks = position.high_water_marks
         return SyncResult(pool, topic, 0, start, start, marks, marks)
+    if codec is None:
+        codec = encoding(types, topic, registry)
     report = (lambda n: progress(topic, n, found.count)) if progress else (lambda n: None)
     send = partial(send_chunks, producer, fatal, topic, pool)
-    sent, subjects = _send_all(outputs, topic, registry, start, start + found.count, send, report,
-                               transaction_size)  # fmt: skip
+    sent, subjects = _send_all(outputs, codec, topic, registry, (start, start + found.count),
+                               send, report, transaction_size)  # fmt: skip
     after = {p.partition: p.high for p in watermarks(kafka, [topic])[topic]}
     return SyncResult(
         pool, topic, sent, start, start + sent, position.high_water_marks, after, subjects
@@ -118,17 +127,19 @@ def sync_topic(
 
 def _send_all(
     outputs: DataFrame,
+    codec: Encoding | None,
     topic: str,
     registry: Registry,
-    start: int,
-    end: int,
+    offsets: tuple[int, int],
     send: Callable[[Iterator[Chunk], Callable[[int], None]], int],
     report: Callable[[int], None],
     transaction_size: int,
 ) -> tuple[int, dict[str, int]]:
-    """Encode and send offsets start..end-1: with the schemas earlier runs registered
-    (the steady state: no survey), surveying and registering only when a record does
-    not fit them. Returns the records sent and the subjects used."""
+    """Encode with `codec` and send offsets [start, end); when a record does not fit
+    the schemas of a codec that came without a survey, survey the rest, register, go on.
+    Returns the records sent and the subjects used."""
+    start, end = offsets
+    surveyed = False
     sent = 0  # committed by earlier attempts
     attempt_sent = 0  # committed by this attempt
 
@@ -137,11 +148,10 @@ def _send_all(
         attempt_sent = count
         report(sent + count)
 
-    codec = registered_encoding(topic, registry)
     while True:
-        surveyed = codec is None
         if codec is None:
-            codec = encoding(survey(outputs, start + sent), topic, registry)
+            codec = encoding(survey(outputs, start + sent)[1], topic, registry)
+            surveyed = True
         attempt_sent = 0
         try:
             send(_chunks(encoded(outputs, codec), start + sent, end, transaction_size), committed)
