@@ -105,6 +105,7 @@ def sync_topic(
     # Steady state: the schemas earlier runs registered fit, and the offsets are all a
     # first pass needs; otherwise it surveys the types as well.
     codec = registered_encoding(topic, registry)
+    types = None
     if codec is None:
         found, types = survey(outputs, start)
     else:
@@ -113,12 +114,13 @@ def sync_topic(
     if found.count == 0:
         marks = position.high_water_marks
         return SyncResult(pool, topic, 0, start, start, marks, marks)
-    if codec is None:
+    if types is not None:  # registered after the checks: a refused run registers nothing
         codec = encoding(types, topic, registry)
     report = (lambda n: progress(topic, n, found.count)) if progress else (lambda n: None)
     send = partial(send_chunks, producer, fatal, topic, pool)
-    sent, subjects = _send_all(outputs, codec, topic, registry, (start, start + found.count),
-                               send, report, transaction_size)  # fmt: skip
+    sent, subjects = _send_all(outputs, codec, types is not None, topic, registry,
+                               (start, start + found.count), send, report,
+                               transaction_size)  # fmt: skip
     after = {p.partition: p.high for p in watermarks(kafka, [topic])[topic]}
     return SyncResult(
         pool, topic, sent, start, start + sent, position.high_water_marks, after, subjects
@@ -128,6 +130,7 @@ def sync_topic(
 def _send_all(
     outputs: DataFrame,
     codec: Encoding | None,
+    surveyed: bool,
     topic: str,
     registry: Registry,
     offsets: tuple[int, int],
@@ -136,10 +139,9 @@ def _send_all(
     transaction_size: int,
 ) -> tuple[int, dict[str, int]]:
     """Encode with `codec` and send offsets [start, end); when a record does not fit
-    the schemas of a codec that came without a survey, survey the rest, register, go on.
-    Returns the records sent and the subjects used."""
+    the schemas of a codec that came without a survey (`surveyed` False), survey the
+    rest, register, go on. Returns the records sent and the subjects used."""
     start, end = offsets
-    surveyed = False
     sent = 0  # committed by earlier attempts
     attempt_sent = 0  # committed by this attempt
 
