@@ -87,7 +87,7 @@ else
   say "registry jars are up to date"
 fi
 
-# 3. zync's Spark functions (VARIANT -> Avro for to-kafka), compiled against PySpark's jars --
+# 3. zync's Spark functions (Avro <-> VARIANT for ingest and to-kafka), built against PySpark --
 jvm_stamp=$(stamp_of pyproject.toml jvm/src/zync/spark/*.java)
 if ! fresh "$JARS/zync" "$jvm_stamp"; then
   say "compiling zync's Spark functions (javac)"

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from pyspark.sql import SparkSession
-from pyspark.sql.types import BinaryType, StringType
+from pyspark.sql.types import BinaryType, StringType, VariantType
 
 from zync_assets.errors import ZyncError
 from zync_assets.locations import INSTALL_HINT, jars_dir
@@ -63,6 +63,8 @@ def spark_jars() -> list[str]:
 ZYNC_FUNCTIONS = {
     "zync_variant_type": ("zync.spark.VariantTypeOf", StringType()),
     "zync_variant_avro": ("zync.spark.VariantToAvro", BinaryType()),
+    "zync_avro_variant": ("zync.spark.AvroToVariant", VariantType()),
+    "zync_avro_error": ("zync.spark.AvroToVariant$Error", StringType()),
 }
 
 

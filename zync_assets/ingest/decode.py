@@ -1,10 +1,13 @@
-"""Decode Confluent-framed Avro inside Spark, one `from_avro` per writer schema id.
+"""Decode Confluent-framed Avro inside Spark, each message with its own writer schema.
 
 The 4-byte schema id is read in SQL; the driver fetches each distinct id's schema
-once from the registry and builds a CASE over the ids, so decoding runs in the
-JVM on the executors and every record keeps its own writer schema. The decoded
-value becomes a VARIANT, which keeps each record's own shape and tells a missing
-field from a null one.
+once from the registry and hands them all to zync's own decoder (`zync_avro_variant`,
+jvm/src), so decoding runs in the JVM on the executors and every record keeps its
+own writer schema. The decoded value is a VARIANT, which keeps each record's own
+shape and tells a missing field from a null one. It is the VARIANT Spark's
+`from_avro` and `to_variant_object` would give, in one pass instead of two, and
+also for schemas Spark refuses (recursive records, time-micros, null-typed fields,
+decimals declared wider than 38 digits).
 
 A message that cannot be decoded gets a dead-letter reason instead of a value.
 """
@@ -12,20 +15,16 @@ A message that cannot be decoded gets a dead-letter reason instead of a value.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.avro.functions import from_avro
-from pyspark.sql.utils import AnalysisException
 
 from zync_assets.codec.avro import CORRUPT, NOT_FRAMED, UNKNOWN_SCHEMA
 
-UNSUPPORTED_SCHEMA = "unsupported-schema"
 NOT_FRAMED_ID = -1  # marker in the schema-id column for bytes without the Confluent header
-_AVRO_OPTIONS = {"mode": "PERMISSIVE"}  # corrupt bytes decode to NULL, not a failed job
 
 
 def schema_id_column(raw: str) -> Column:
@@ -46,8 +45,6 @@ class WriterSchemas:
 
     known: dict[int, Any]
     unknown: set[int]
-    unsupported: dict[int, str]
-    via_json: frozenset[int] = frozenset()  # schemas whose structs go to VARIANT through JSON
 
 
 def fetch_schemas(ids: Iterable[int], lookup: Callable[[int], Any]) -> WriterSchemas:
@@ -58,100 +55,53 @@ def fetch_schemas(ids: Iterable[int], lookup: Callable[[int], Any]) -> WriterSch
             known[schema_id] = lookup(schema_id)
         except LookupError:
             unknown.add(schema_id)
-    return WriterSchemas(known, unknown, {})
+    return WriterSchemas(known, unknown)
 
 
-def _required_fields(schema: Any) -> list[str]:
-    """Top-level record fields that can never be null (a null there means corrupt bytes)."""
-    if not (isinstance(schema, dict) and schema.get("type") == "record"):
-        return []
-    return [
-        f["name"]
-        for f in schema["fields"]
-        if f["type"] != "null" and not (isinstance(f["type"], list) and "null" in f["type"])
-    ]
+def avro_variant(framed_bytes: str, schemas: Mapping[int, Any]) -> Column:
+    """VARIANT of each framed message in column `framed_bytes` whose schema id is in
+    `schemas`; NULL when it does not decode (`avro_error` says why)."""
+    return F.call_function("zync_avro_variant", F.col(framed_bytes), _listing(schemas))
 
 
-def _to_variant(decoded: Column, schema: Any, via_json: bool = False) -> Column:
-    complex_type = isinstance(schema, dict) and schema.get("type") in ("record", "map", "array")
-    if not complex_type:
-        return decoded.cast("variant")
-    # to_variant_object keeps decimals, dates and timestamps typed but refuses fields of
-    # Avro type "null" (Spark's VOID); such schemas take the JSON route.
-    return F.parse_json(F.to_json(decoded)) if via_json else F.to_variant_object(decoded)
+def avro_error(framed_bytes: str, schemas: Mapping[int, Any]) -> Column:
+    """Why `avro_variant` gives NULL for a message of a listed schema id (NULL if it decodes)."""
+    return F.call_function("zync_avro_error", F.col(framed_bytes), _listing(schemas))
 
 
-def _from_avro(raw: str, schema: Any) -> Column:
-    return from_avro(F.expr(f"substring({raw}, 6)"), json.dumps(schema), _AVRO_OPTIONS)
-
-
-def _variant_for(raw: str, schema: Any, via_json: bool = False) -> Column:
-    return _to_variant(_from_avro(raw, schema), schema, via_json)
-
-
-def check_schemas(frame: DataFrame, raw: str, schemas: WriterSchemas) -> WriterSchemas:
-    """Sort out schemas Spark cannot decode (e.g. recursive records) as `unsupported`."""
-    known, unsupported, via_json = {}, dict(schemas.unsupported), set()
-    for schema_id, schema in schemas.known.items():
-        for json_route in (False, True):
-            try:
-                _ = frame.limit(0).select(_variant_for(raw, schema, json_route)).schema
-            except AnalysisException as exc:
-                unsupported[schema_id] = str(exc).splitlines()[0][:300]
-                continue
-            known[schema_id] = schema
-            unsupported.pop(schema_id, None)
-            if json_route:
-                via_json.add(schema_id)
-            break
-    return WriterSchemas(known, schemas.unknown, unsupported, frozenset(via_json))
+def _listing(schemas: Mapping[int, Any]) -> Column:
+    text = json.dumps({str(i): json.dumps(s) for i, s in sorted(schemas.items())})
+    return F.lit(text.encode())
 
 
 def decode_side(frame: DataFrame, side: str, schemas: WriterSchemas) -> DataFrame:
     """Add `<side>` (VARIANT) and `<side>_problem` for the bytes in `<side>_bytes`.
 
-    Each schema id decodes into its own struct column first, so `from_avro` runs
-    once per message; Spark's PERMISSIVE mode turns corrupt bytes into NULL or an
-    all-NULL struct, which shows as a NULL in a field the schema requires.
+    The decoder runs once per message, into a staged column; only a message it
+    could not decode is read again, to say why.
     """
     raw, sid = f"{side}_bytes", F.col(f"{side}_id")
-    structs = {i: f"__{side}_{i}" for i in schemas.known}
-    staged = frame.select(
-        "*",
-        *(
-            F.when(sid == i, _from_avro(raw, schemas.known[i])).alias(name)
-            for i, name in structs.items()
-        ),
-    )
-    value = F.lit(None).cast("variant")
-    broken = F.lit(False)
-    for i, name in structs.items():
-        schema = schemas.known[i]
-        value = F.when(sid == i, _to_variant(F.col(name), schema, i in schemas.via_json)).otherwise(
-            value
-        )
-        required = _required_fields(schema)
-        bad = F.col(name).isNull()
-        for field_name in required:
-            bad = bad | F.col(name)[field_name].isNull()
-        broken = F.when(sid == i, bad).otherwise(broken)
+    known = sorted(schemas.known)
+    is_known = sid.isin(known) if known else F.lit(False)
+    decoded = avro_variant(raw, schemas.known) if known else F.lit(None).cast("variant")
+    staged = frame.select("*", F.when(is_known, decoded).alias(f"__{side}"))
     problem = (
         F.when(sid.isNull(), F.lit(None).cast("string"))
         .when(sid == NOT_FRAMED_ID, F.lit(f"{NOT_FRAMED}: no Confluent Avro header"))
+        .when(~is_known, F.concat(F.lit(f"{UNKNOWN_SCHEMA}: schema id "), sid.cast("string")))
         .when(
-            sid.isin(sorted(schemas.unknown)) if schemas.unknown else F.lit(False),
-            F.concat(F.lit(f"{UNKNOWN_SCHEMA}: schema id "), sid.cast("string")),
-        )
-        .when(
-            sid.isin(sorted(schemas.unsupported)) if schemas.unsupported else F.lit(False),
-            F.concat(F.lit(f"{UNSUPPORTED_SCHEMA}: schema id "), sid.cast("string")),
-        )
-        .when(
-            broken,
-            F.concat(F.lit(f"{CORRUPT}: does not decode with schema id "), sid.cast("string")),
+            F.col(f"__{side}").isNull(),
+            F.concat(
+                F.lit(f"{CORRUPT}: does not decode with schema id "),
+                sid.cast("string"),
+                F.lit(": "),
+                avro_error(raw, schemas.known),
+            ),
         )
     )
-    return staged.select(*frame.columns, value.alias(side), problem.alias(f"{side}_problem"))
+    return staged.select(
+        *frame.columns, F.col(f"__{side}").alias(side), problem.alias(f"{side}_problem")
+    )
 
 
 RAW_COLUMNS = ("kafka", "key", "value", "dead_letter")
@@ -176,7 +126,7 @@ def decode_envelopes(envelopes: DataFrame, registry: Any) -> DataFrame:
         .distinct()
         .collect()
     ]
-    schemas = check_schemas(framed, "value_bytes", fetch_schemas(ids, registry.schema_by_id))
+    schemas = fetch_schemas(ids, registry.schema_by_id)
     decoded = decode_side(decode_side(framed, "key", schemas), "value", schemas)
     reason = F.coalesce(
         F.concat(F.lit("key "), F.col("key_problem")),

@@ -112,7 +112,8 @@ def _format_kafka_storage(java: str, home: Path, properties: Path) -> None:
         return
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     command = _kafka_command(
-        java, home, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+        # One argument: a base64 id may start with "-", which the tool would take for a flag.
+        java, home, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
         "-c", str(properties), "--ignore-formatted",
     )  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
