@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from pyspark.sql import SparkSession
-from pyspark.sql.types import BinaryType, StringType, VariantType
+from pyspark.sql.types import BinaryType, LongType, StringType, VariantType
 
 from zync_assets.errors import ZyncError
 from zync_assets.locations import INSTALL_HINT, jars_dir
@@ -65,6 +65,7 @@ ZYNC_FUNCTIONS = {
     "zync_variant_avro": ("zync.spark.VariantToAvro", BinaryType()),
     "zync_avro_variant": ("zync.spark.AvroToVariant", VariantType()),
     "zync_avro_error": ("zync.spark.AvroToVariant$Error", StringType()),
+    "zync_schema_id": ("zync.spark.AvroToVariant$SchemaId", LongType()),
 }
 
 

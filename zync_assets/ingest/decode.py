@@ -29,14 +29,7 @@ NOT_FRAMED_ID = -1  # marker in the schema-id column for bytes without the Confl
 
 def schema_id_column(raw: str) -> Column:
     """Schema id of a framed message; NULL when empty (tombstone), -1 when not framed."""
-    data = F.col(raw)
-    framed = (F.length(data) >= 5) & (F.substring(data, 1, 1) == F.lit(b"\x00"))
-    as_int = F.conv(F.hex(F.substring(data, 2, 4)), 16, 10).cast("long")
-    return (
-        F.when(data.isNull() | (F.length(data) == 0), F.lit(None).cast("long"))
-        .when(framed, as_int)
-        .otherwise(F.lit(NOT_FRAMED_ID).cast("long"))
-    )
+    return F.call_function("zync_schema_id", F.col(raw))
 
 
 @dataclass(frozen=True)
@@ -78,29 +71,31 @@ def decode_side(frame: DataFrame, side: str, schemas: WriterSchemas) -> DataFram
     """Add `<side>` (VARIANT) and `<side>_problem` for the bytes in `<side>_bytes`.
 
     The decoder runs once per message, into a staged column; only a message it
-    could not decode is read again, to say why.
+    did not decode is looked at again, to say why.
     """
-    raw, sid = f"{side}_bytes", F.col(f"{side}_id")
+    raw, staged_side = f"{side}_bytes", f"__{side}"
     known = sorted(schemas.known)
-    is_known = sid.isin(known) if known else F.lit(False)
     decoded = avro_variant(raw, schemas.known) if known else F.lit(None).cast("variant")
-    staged = frame.select("*", F.when(is_known, decoded).alias(f"__{side}"))
+    staged = frame.select("*", decoded.alias(staged_side))
+    sid = schema_id_column(raw)
     problem = (
-        F.when(sid.isNull(), F.lit(None).cast("string"))
+        F.when(F.col(staged_side).isNotNull() | sid.isNull(), F.lit(None).cast("string"))
         .when(sid == NOT_FRAMED_ID, F.lit(f"{NOT_FRAMED}: no Confluent Avro header"))
-        .when(~is_known, F.concat(F.lit(f"{UNKNOWN_SCHEMA}: schema id "), sid.cast("string")))
         .when(
-            F.col(f"__{side}").isNull(),
+            ~sid.isin(known) if known else F.lit(True),
+            F.concat(F.lit(f"{UNKNOWN_SCHEMA}: schema id "), sid.cast("string")),
+        )
+        .otherwise(
             F.concat(
                 F.lit(f"{CORRUPT}: does not decode with schema id "),
                 sid.cast("string"),
                 F.lit(": "),
                 avro_error(raw, schemas.known),
-            ),
+            )
         )
     )
     return staged.select(
-        *frame.columns, F.col(f"__{side}").alias(side), problem.alias(f"{side}_problem")
+        *frame.columns, F.col(staged_side).alias(side), problem.alias(f"{side}_problem")
     )
 
 
@@ -114,20 +109,19 @@ def decode_envelopes(envelopes: DataFrame, registry: Any) -> DataFrame:
     `key`/`value` are NULL. `envelopes` should be cached: the schema ids are read
     from it before the decoding pass.
     """
-    framed = envelopes.select(
-        "*",
-        schema_id_column("key_bytes").alias("key_id"),
-        schema_id_column("value_bytes").alias("value_id"),
-    )
     ids = [
         row.id
-        for row in framed.select(F.explode(F.array("key_id", "value_id")).alias("id"))
+        for row in envelopes.select(
+            F.explode(
+                F.array(schema_id_column("key_bytes"), schema_id_column("value_bytes"))
+            ).alias("id")
+        )
         .where("id IS NOT NULL AND id >= 0")
         .distinct()
         .collect()
     ]
     schemas = fetch_schemas(ids, registry.schema_by_id)
-    decoded = decode_side(decode_side(framed, "key", schemas), "value", schemas)
+    decoded = decode_side(decode_side(envelopes, "key", schemas), "value", schemas)
     reason = F.coalesce(
         F.concat(F.lit("key "), F.col("key_problem")),
         F.concat(F.lit("value "), F.col("value_problem")),

@@ -13,6 +13,7 @@ import java.util.Map;
 import org.apache.avro.Schema;
 import org.apache.avro.io.BinaryDecoder;
 import org.apache.avro.io.DecoderFactory;
+import org.apache.spark.sql.api.java.UDF1;
 import org.apache.spark.sql.api.java.UDF2;
 import org.apache.spark.types.variant.Variant;
 import org.apache.spark.types.variant.VariantBuilder;
@@ -65,6 +66,26 @@ public final class AvroToVariant implements UDF2<byte[], byte[], VariantVal> {
     }
   }
 
+  /**
+   * {@code zync_schema_id(bytes)}: the schema id of a Confluent-framed message; NULL for NULL or
+   * empty bytes (a tombstone), -1 for bytes without the header.
+   */
+  public static final class SchemaId implements UDF1<byte[], Long> {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public Long call(byte[] message) {
+      if (message == null || message.length == 0) return null;
+      if (message.length < 5 || message[0] != 0) return -1L;
+      return (long) schemaId(message);
+    }
+  }
+
+  static int schemaId(byte[] framed) {
+    return (framed[1] & 0xff) << 24 | (framed[2] & 0xff) << 16 | (framed[3] & 0xff) << 8
+        | (framed[4] & 0xff);
+  }
+
   /** The readers for a task's schema list (a literal: parsed on the first row, then compared). */
   private static final class Decoding implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -75,9 +96,7 @@ public final class AvroToVariant implements UDF2<byte[], byte[], VariantVal> {
 
     VariantVal decode(byte[] message, byte[] schemas) throws IOException {
       if (message == null || message.length < 5 || message[0] != 0) return null;
-      int id = (message[1] & 0xff) << 24 | (message[2] & 0xff) << 16 | (message[3] & 0xff) << 8
-          | (message[4] & 0xff);
-      AvroVariantReader reader = readers(schemas).get(id);
+      AvroVariantReader reader = readers(schemas).get(schemaId(message));
       if (reader == null) return null;
       decoder = DecoderFactory.get().binaryDecoder(message, 5, message.length - 5, decoder);
       VariantBuilder builder = new VariantBuilder(false);
