@@ -167,6 +167,16 @@ LINKED = {"type": "record", "name": "Node", "fields": [
 WIDE = {"type": "record", "name": "W", "fields": [{"name": "d", "type": money(64, 2)}]}
 
 
+def decoded_envelopes(spark, registry: Registry, messages: list[tuple]) -> list[Any]:
+    """decode_envelopes over (key bytes, value bytes) messages at offsets 0, 1, ..."""
+    envelopes = spark.createDataFrame(
+        [(("t", 0, offset, None), k, v) for offset, (k, v) in enumerate(messages)],
+        "kafka struct<topic string, partition int, offset long, timestamp timestamp>, "
+        "key_bytes binary, value_bytes binary",
+    )
+    return decode.decode_envelopes(envelopes, registry).orderBy("kafka.offset").collect()
+
+
 @pytest.mark.parametrize(
     ("schema", "value", "expected"),
     [
@@ -222,12 +232,7 @@ def test_every_message_is_decoded_or_a_dead_letter_with_its_reason(
         (None, frame(987654, b"")),
         (b"", None),
     ]
-    envelopes = spark.createDataFrame(
-        [((topic, 0, i, None), k, v) for i, (k, v) in enumerate(messages)],
-        "kafka struct<topic string, partition int, offset long, timestamp timestamp>, "
-        "key_bytes binary, value_bytes binary",
-    )
-    rows = decode.decode_envelopes(envelopes, registry).orderBy("kafka.offset").collect()
+    rows = decoded_envelopes(spark, registry, messages)
     assert [r.key.toJson() if r.key else None for r in rows] == ['"k"', *[None] * 6]
     [(_, by_spark)] = both_decoders(spark, ROW, [encoded(ROW, row(2))])
     assert repr(rows[0].value.toPython()) == by_spark[0]
@@ -245,3 +250,11 @@ def test_every_message_is_decoded_or_a_dead_letter_with_its_reason(
     ]
     assert bytes(rows[3].dead_letter.key) == messages[3][0]
     assert bytes(rows[3].dead_letter.value) == messages[3][1]
+
+
+def test_a_batch_without_one_known_schema_is_all_dead_letters(spark, registry: Registry) -> None:
+    rows = decoded_envelopes(spark, registry, [(None, frame(987654, b"\x02")), (None, b"x")])
+    assert [(r.value, r.dead_letter.reason) for r in rows] == [
+        (None, "value unknown-schema-id: schema id 987654"),
+        (None, "value not-confluent-avro: no Confluent Avro header"),
+    ]

@@ -1,9 +1,9 @@
 """Decode Confluent-framed Avro inside Spark, each message with its own writer schema.
 
-The 4-byte schema id is read in SQL; the driver fetches each distinct id's schema
-once from the registry and hands them all to zync's own decoder (`zync_avro_variant`,
-jvm/src), so decoding runs in the JVM on the executors and every record keeps its
-own writer schema. The decoded value is a VARIANT, which keeps each record's own
+A first pass over the (cached) messages finds the distinct schema ids; the driver
+fetches each one's schema once from the registry and hands them all to zync's own
+decoder (`zync_avro_variant`, jvm/src), so decoding runs in the JVM on the executors
+and every record keeps its own writer schema. The decoded value is a VARIANT, which keeps each record's own
 shape and tells a missing field from a null one. It is the VARIANT Spark's
 `from_avro` and `to_variant_object` would give, in one pass instead of two, and
 also for schemas Spark refuses (recursive records, time-micros, null-typed fields,
@@ -74,15 +74,13 @@ def decode_side(frame: DataFrame, side: str, schemas: WriterSchemas) -> DataFram
     did not decode is looked at again, to say why.
     """
     raw, staged_side = f"{side}_bytes", f"__{side}"
-    known = sorted(schemas.known)
-    decoded = avro_variant(raw, schemas.known) if known else F.lit(None).cast("variant")
-    staged = frame.select("*", decoded.alias(staged_side))
+    staged = frame.select("*", avro_variant(raw, schemas.known).alias(staged_side))
     sid = schema_id_column(raw)
     problem = (
         F.when(F.col(staged_side).isNotNull() | sid.isNull(), F.lit(None).cast("string"))
         .when(sid == NOT_FRAMED_ID, F.lit(f"{NOT_FRAMED}: no Confluent Avro header"))
         .when(
-            ~sid.isin(known) if known else F.lit(True),
+            ~sid.isin(sorted(schemas.known)),
             F.concat(F.lit(f"{UNKNOWN_SCHEMA}: schema id "), sid.cast("string")),
         )
         .otherwise(
