@@ -88,13 +88,14 @@ else
 fi
 
 # 3. zync's Spark functions (Avro <-> VARIANT for ingest and to-kafka), built against PySpark --
-jvm_stamp=$(stamp_of pyproject.toml jvm/src/zync/spark/*.java)
+jvm_stamp=$(stamp_of pyproject.toml scripts/maven/spark.pom.xml jvm/src/zync/spark/*.java)
 if ! fresh "$JARS/zync" "$jvm_stamp"; then
   say "compiling zync's Spark functions (javac)"
   command -v javac >/dev/null || die "javac is missing: install a JDK 17+, not only a JRE (Debian: apt-get install openjdk-17-jdk-headless)"
   pyspark_jars=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
   rm -rf "$ZYNC_DIR/jvm-build" "$JARS/zync" && mkdir -p "$ZYNC_DIR/jvm-build" "$JARS/zync"
-  javac -nowarn --release 17 -cp "$pyspark_jars/*" -d "$ZYNC_DIR/jvm-build" jvm/src/zync/spark/*.java \
+  # PySpark's jars, and ours for the Kafka client (to-kafka's sender runs in the driver JVM).
+  javac -nowarn --release 17 -cp "$pyspark_jars/*:$JARS/spark/*" -d "$ZYNC_DIR/jvm-build" jvm/src/zync/spark/*.java \
     || die "javac could not compile jvm/src (see above); re-run scripts/install.sh"
   jar cf "$JARS/zync/zync-spark.jar" -C "$ZYNC_DIR/jvm-build" .
   echo "$jvm_stamp" > "$JARS/zync/.stamp"

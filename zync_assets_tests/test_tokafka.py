@@ -12,7 +12,10 @@ import pytest
 from zync_assets.errors import ZyncError
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import pool_path
+from zync_assets.tokafka import encode
+from zync_assets.tokafka import sync as sync_module
 from zync_assets.tokafka.position import OFFSET_HEADER, POOL_HEADER
+from zync_assets.tokafka.send import JvmSender, LibrdkafkaSender
 from zync_assets.tokafka.sync import sync_pool, sync_topic
 from zync_assets_tests.conftest import Stack, produce_bytes, read_topic, rebuild_table, run_zync
 
@@ -42,8 +45,19 @@ def staging_offsets(records) -> list[int]:
     return [int(r.headers[OFFSET_HEADER]) for r in records]
 
 
+@pytest.fixture(params=["jvm", "librdkafka"])
+def sender(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both senders: in Spark's driver JVM (classic sessions) and through librdkafka (the
+    one Spark Connect sessions use, having no driver JVM at hand)."""
+    if request.param == "librdkafka":
+        monkeypatch.setattr(
+            sync_module, "open_sender", lambda _spark, *args: LibrdkafkaSender(*args)
+        )
+    return request.param
+
+
 def test_sends_from_where_the_topic_stands_and_never_twice(
-    spark, stack: Stack, topic: str, lake: Path
+    spark, stack: Stack, topic: str, lake: Path, sender: str
 ) -> None:
     write_staging(spark, "S", topic, [(i, {"id": i}, {"id": i, "n": i * 10}) for i in range(5)])
     first = sync(spark, stack, "S", topic)
@@ -137,8 +151,6 @@ def test_every_sink_type_is_written_from_the_variant_exactly(
 def test_later_runs_reuse_registered_schemas_and_survey_only_a_new_shape(
     spark, stack: Stack, topic: str, lake: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from zync_assets.tokafka import sync as sync_module
-
     write_staging(spark, "S", topic, [(i, {"id": i}, {"id": i, "n": i}) for i in range(3)])
     first = sync(spark, stack, "S", topic)
     surveys: list[int] = []
@@ -162,6 +174,48 @@ def test_later_runs_reuse_registered_schemas_and_survey_only_a_new_shape(
         {"id": 6, "n": 6.25},
         {"id": 7, "tag": "new"},
     ]
+
+
+def test_a_first_run_registers_from_a_sample_and_widens_for_what_it_missed(
+    spark, stack: Stack, topic: str, lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(encode, "SAMPLE_SIZE", 1)  # the sample sees one record of two shapes
+    surveys: list[int] = []
+    real_survey = sync_module.survey
+    monkeypatch.setattr(sync_module, "survey", lambda o, s: surveys.append(s) or real_survey(o, s))
+    write_staging(spark, "S", topic, [
+        (0, {"id": 0}, {"id": 0, "n": 1}),
+        (1, {"id": 1}, {"id": 1, "n": 2.5}),  # a wider type than the sample's
+        (2, {"id": 2}, {"id": 2, "tag": "x"}),  # a shape the sample missed
+        (3, {"id": 3}, {"id": 3, "n": 4}),
+    ])  # fmt: skip
+    result = sync(spark, stack, "S", topic, transaction_size=1)
+    assert result.sent == 4
+    records = read_topic(stack, topic)
+    assert staging_offsets(records) == [0, 1, 2, 3]
+    assert [r.value for r in records] == [
+        {"id": 0, "n": 1}, {"id": 1, "n": 2.5}, {"id": 2, "tag": "x"}, {"id": 3, "n": 4.0},
+    ]  # fmt: skip
+    assert surveys  # the encoder met what the sample missed, and the rest was surveyed
+    assert {s.rsplit("_", 1)[1] for s in result.subjects if "Value_" in s} == {
+        _hash("id,n"), _hash("id,tag")
+    }  # fmt: skip
+
+
+def test_a_sender_that_was_taken_over_says_so(spark, stack: Stack, topic: str, lake: Path) -> None:
+    from zync_assets.tokafka.send import JvmBatch
+
+    write_staging(spark, "S", topic, [(0, None, {"n": 1})])
+    sync(spark, stack, "S", topic)  # creates the topic
+    old = JvmSender(spark, stack.kafka, "S", topic)
+    new = JvmSender(spark, stack.kafka, "S", topic)  # fences the old one
+    frame = spark.createDataFrame([(1, None, b"x")], "offset long, key binary, value binary")
+    batch: JvmBatch = old.fetch(frame, 1, 2)
+    with pytest.raises(ZyncError, match="took over \\(this producer was fenced\\)"):
+        old.send(batch, 0, 1)
+    old.close()
+    new.close()
+    assert staging_offsets(read_topic(stack, topic)) == [0]  # nothing of the fenced one
 
 
 def _hash(names: str) -> str:

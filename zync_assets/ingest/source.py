@@ -8,20 +8,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.ingest.ranges import OffsetRange, spark_offsets_json
+from zync_assets.kafka.java_config import java_client_config
 from zync_assets.settings import KafkaSettings
-
-_JAAS_MODULES = {
-    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
-}
 
 
 def java_client_options(settings: KafkaSettings) -> dict[str, str]:
     """The Java Kafka client's properties (with Spark's `kafka.` prefix) for these settings."""
-    options = {
-        "kafka.bootstrap.servers": settings.bootstrap_servers,
-        "kafka.security.protocol": settings.security_protocol,
+    options = {f"kafka.{key}": value for key, value in java_client_config(settings).items()}
+    options.update({
         # CDC producers may be transactional: never ingest aborted or open transactions.
         "kafka.isolation.level": "read_committed",
         "kafka.request.timeout.ms": "30000",
@@ -30,31 +24,8 @@ def java_client_options(settings: KafkaSettings) -> dict[str, str]:
         "kafka.max.partition.fetch.bytes": str(16 << 20),
         "kafka.fetch.max.bytes": str(64 << 20),
         "kafka.max.poll.records": "20000",
-    }
-    if settings.security_protocol.startswith("SASL_"):
-        mechanism = settings.sasl_mechanism or "PLAIN"
-        options["kafka.sasl.mechanism"] = mechanism
-        user = (settings.sasl_username or "").replace('"', '\\"')
-        password = (settings.sasl_password or "").replace('"', '\\"')
-        options["kafka.sasl.jaas.config"] = (
-            f'{_JAAS_MODULES[mechanism]} required username="{user}" password="{password}";'
-        )
-    if settings.security_protocol.endswith("SSL"):
-        if settings.ssl_ca:
-            options["kafka.ssl.truststore.type"] = "PEM"
-            options["kafka.ssl.truststore.location"] = settings.ssl_ca
-        if settings.ssl_cert and settings.ssl_key:
-            options["kafka.ssl.keystore.type"] = "PEM"
-            options["kafka.ssl.keystore.certificate.chain"] = _read(settings.ssl_cert)
-            options["kafka.ssl.keystore.key"] = _read(settings.ssl_key)
-        if settings.ssl_skip_verify:
-            options["kafka.ssl.endpoint.identification.algorithm"] = ""
+    })  # fmt: skip
     return options
-
-
-def _read(path: str) -> str:
-    with open(path) as handle:
-        return handle.read()
 
 
 def read_ranges(

@@ -1,9 +1,10 @@
 """Staging output records → Confluent-framed Avro key/value bytes, encoded in Spark.
 
-A cheap job checks the offsets to send are dense. A survey types every record
-(zync's `zync_variant_type`) and the registry gets one schema per shape (top-level
-field names), unless the schemas already registered fit (`registered_encoding`);
-then `zync_variant_avro` writes each record as Avro straight from its
+A cheap job checks the offsets to send are dense. The schemas already registered
+for the topic are tried first (`registered_encoding`); a first run types a sample of
+the records (zync's `zync_variant_type`) and registers one schema per shape
+(top-level field names). When a record does not fit, the rest are surveyed in full
+and the schemas widened. Then `zync_variant_avro` writes each record as Avro straight from its
 VARIANT bytes in the JVM, so the driver only moves bytes. Both functions are
 zync's own (jvm/src): Spark's `schema_of_variant_agg` and `variant_get` into a
 struct cost ~25 µs per record, these ~1 µs.
@@ -24,6 +25,7 @@ from zync_assets.pools import require_pool
 from zync_assets.tokafka import shapes
 
 STAGING_HINT = "run `zync etl` first"
+SAMPLE_SIZE = 20_000  # records a first run types before it registers schemas
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,13 @@ def survey(outputs: DataFrame, start: int) -> tuple[Span, Survey]:
         value_shapes=_by_shape(r.value_type for r in found),
     )
     return offsets, types
+
+
+def sample_survey(outputs: DataFrame, start: int) -> Survey:
+    """The types of SAMPLE_SIZE records from `start` on, whichever Spark reads first: what
+    a first run registers to start with. A record the sample missed (a rarer shape, a
+    wider type) makes the encoder refuse, and the caller surveys the rest in full."""
+    return survey(outputs.where(F.col("offset") >= start).limit(SAMPLE_SIZE), start)[1]
 
 
 def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:

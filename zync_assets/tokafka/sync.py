@@ -17,9 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -36,11 +34,12 @@ from zync_assets.tokafka.encode import (
     output_topics,
     outputs_from,
     registered_encoding,
+    sample_survey,
     span,
     survey,
 )
 from zync_assets.tokafka.position import topic_position
-from zync_assets.tokafka.send import Chunk, open_producer, send_chunks
+from zync_assets.tokafka.send import Fetched, Sender, open_sender
 
 TRANSACTION_SIZE = 200_000  # default records per transaction
 # zync_variant_avro (jvm/src) prefixes its refusals so they can be told from Spark's own.
@@ -97,30 +96,43 @@ def sync_topic(
     transaction_size: int = TRANSACTION_SIZE,
 ) -> SyncResult:
     _ensure_topic(kafka, topic, partitions)
-    producer, fatal = open_producer(kafka, pool, topic)  # fences any older to-kafka first
+    sender = open_sender(spark, kafka, pool, topic)  # fences any older to-kafka first
+    try:
+        return _sync(spark, pool, topic, kafka, registry, sender, progress, transaction_size)
+    finally:
+        sender.close()
+
+
+def _sync(
+    spark: SparkSession,
+    pool: str,
+    topic: str,
+    kafka: KafkaSettings,
+    registry: Registry,
+    sender: Sender,
+    progress: Progress | None,
+    transaction_size: int,
+) -> SyncResult:
     before = watermarks(kafka, [topic])[topic]
     position = topic_position(kafka, topic, pool, before)
     start = position.next_offset
     outputs = outputs_from(spark, pool, topic, max(start - 1, 0))
-    # Steady state: the schemas earlier runs registered fit, and the offsets are all a
-    # first pass needs; otherwise it surveys the types as well.
-    codec = registered_encoding(topic, registry)
-    types = None
-    if codec is None:
-        found, types = survey(outputs, start)
-    else:
-        found = span(outputs, start)
+    found = span(outputs, start)
     _check_continues(pool, topic, start, found)
     if found.count == 0:
         marks = position.high_water_marks
         return SyncResult(pool, topic, 0, start, start, marks, marks)
-    if types is not None:  # registered after the checks: a refused run registers nothing
-        codec = encoding(types, topic, registry)
+    # Steady state: the schemas earlier runs registered fit. A first run registers what a
+    # sample of the records needs (after the checks: a refused run registers nothing).
+    # Either way a record they do not fit makes the rest be surveyed in full.
+    codec = registered_encoding(topic, registry)
+    if codec is None:
+        codec = encoding(sample_survey(outputs, start), topic, registry)
     report = (lambda n: progress(topic, n, found.count)) if progress else (lambda n: None)
-    send = partial(send_chunks, producer, fatal, topic, pool)
-    sent, subjects = _send_all(outputs, codec, types is not None, topic, registry,
-                               (start, start + found.count), send, report,
-                               transaction_size)  # fmt: skip
+    sent, subjects = _send_all(
+        outputs, codec, topic, registry, (start, start + found.count), sender, report,
+        transaction_size,
+    )  # fmt: skip
     after = {p.partition: p.high for p in watermarks(kafka, [topic])[topic]}
     return SyncResult(
         pool, topic, sent, start, start + sent, position.high_water_marks, after, subjects
@@ -129,40 +141,35 @@ def sync_topic(
 
 def _send_all(
     outputs: DataFrame,
-    codec: Encoding | None,
-    surveyed: bool,
+    codec: Encoding,
     topic: str,
     registry: Registry,
     offsets: tuple[int, int],
-    send: Callable[[Iterator[Chunk], Callable[[int], None]], int],
+    sender: Sender,
     report: Callable[[int], None],
     transaction_size: int,
 ) -> tuple[int, dict[str, int]]:
-    """Encode with `codec` and send offsets [start, end); when a record does not fit
-    the schemas of a codec that came without a survey (`surveyed` False), survey the
-    rest, register, go on. Returns the records sent and the subjects used."""
+    """Encode with `codec` and send offsets [start, end); when a record does not fit its
+    schemas, survey the rest in full, register, go on (a record that does not fit what a
+    full survey registered is refused). Returns the records sent and the subjects used."""
     start, end = offsets
     sent = 0  # committed by earlier attempts
-    attempt_sent = 0  # committed by this attempt
-
-    def committed(count: int) -> None:
-        nonlocal attempt_sent
-        attempt_sent = count
-        report(sent + count)
-
+    surveyed = False
     while True:
-        if codec is None:
-            codec = encoding(survey(outputs, start + sent)[1], topic, registry)
-            surveyed = True
-        attempt_sent = 0
+        chunks = _chunks(sender, encoded(outputs, codec), start + sent, end, transaction_size)
         try:
-            send(_chunks(encoded(outputs, codec), start + sent, end, transaction_size), committed)
-            return sent + attempt_sent, codec.subjects
+            for fetched, first, stop in chunks:
+                sender.send(fetched, first, stop)
+                sent += stop - first
+                report(sent)
+            return sent, codec.subjects
         except EncoderRefused:
             if surveyed:
                 raise
-        sent += attempt_sent  # a chunk is fetched only after the one before it committed
-        codec = None  # a new shape or a wider type: survey the rest, register, go on
+        # A new shape or a wider type: survey the rest, register, go on. A chunk is fetched
+        # only after the one before it committed, so `sent` is where the rest starts.
+        codec = encoding(survey(outputs, start + sent)[1], topic, registry)
+        surveyed = True
 
 
 def _ensure_topic(kafka: KafkaSettings, topic: str, partitions: int | None) -> None:
@@ -197,42 +204,42 @@ def _check_continues(pool: str, topic: str, start: int, found: Span) -> None:
         )
 
 
-def _chunks(frame: DataFrame, start: int, end: int, transaction_size: int) -> Iterator[Chunk]:
-    """Chunks of `transaction_size` records in offset order. Spark fetches several chunks'
-    worth per job (each job scans the pool's files for its range, so fewer, larger jobs
-    scan less), bounded by FETCH_BYTES, and fetches the next range while this is sent."""
+Chunk = tuple[Fetched, int, int]  # fetched records, and one transaction's [start, stop) of them
+
+
+def _chunks(
+    sender: Sender, frame: DataFrame, start: int, end: int, transaction_size: int
+) -> Iterator[Chunk]:
+    """Transactions of `transaction_size` records in offset order. Spark fetches several
+    transactions' worth per job (each job scans the pool's files for its range, so fewer,
+    larger jobs scan less), bounded by FETCH_BYTES, and fetches the next range while this
+    one is sent."""
     size = transaction_size
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(_fetch, frame, start, min(start + size, end))
+        pending = pool.submit(_fetch, sender, frame, start, min(start + size, end))
         low = start
         while low < end:
-            table = pending.result()
-            low += table.num_rows
-            size = _fetch_size(table, transaction_size)
+            fetched = pending.result()
+            low += fetched.count
+            size = _fetch_size(fetched, transaction_size)
             if low < end:
-                pending = pool.submit(_fetch, frame, low, min(low + size, end))
-            yield from _split(table, transaction_size)
+                pending = pool.submit(_fetch, sender, frame, low, min(low + size, end))
+            for at in range(0, fetched.count, transaction_size):
+                yield fetched, at, min(at + transaction_size, fetched.count)
 
 
-def _fetch_size(fetched: pa.Table, transaction_size: int) -> int:
+def _fetch_size(fetched: Fetched, transaction_size: int) -> int:
     """Records per Spark job: whole transactions, about FETCH_BYTES of encoded records."""
-    per_record = max(fetched.nbytes / max(fetched.num_rows, 1), 1.0)
+    per_record = max(fetched.nbytes / max(fetched.count, 1), 1.0)
     transactions = max(int(FETCH_BYTES / per_record) // transaction_size, 1)
     return transactions * transaction_size
 
 
-def _split(table: pa.Table, size: int) -> Iterator[Chunk]:
-    for at in range(0, table.num_rows, size):
-        part = table.slice(at, size)
-        keys, values = part.column("key").to_pylist(), part.column("value").to_pylist()
-        yield Chunk(part.column("offset")[0].as_py(), keys, values)
-
-
-def _fetch(frame: DataFrame, low: int, high: int) -> pa.Table:
-    # Sorted here, not by Spark: a global orderBy samples (encoding every record twice) and
-    # shuffles, where Arrow sorts a chunk in milliseconds.
+def _fetch(sender: Sender, frame: DataFrame, low: int, high: int) -> Fetched:
     try:
-        table = frame.where(F.col("offset").between(low, high - 1)).toArrow().sort_by("offset")
+        return sender.fetch(frame.where(F.col("offset").between(low, high - 1)), low, high)
+    except ZyncError:
+        raise
     except Exception as exc:  # a failed Spark job: say why if our encoder refused a record
         refusal = ENCODER_ERROR.search(str(exc))
         if refusal is None:
@@ -240,7 +247,3 @@ def _fetch(frame: DataFrame, low: int, high: int) -> pa.Table:
         raise EncoderRefused(
             f"{refusal.group(1)} (staging offsets {low}..{high - 1}); nothing of them was sent"
         ) from exc
-    offsets = table.column("offset")
-    if table.num_rows != high - low or offsets.to_pylist() != list(range(low, high)):
-        raise ZyncError(f"staging offsets {low}..{high - 1} changed while sending; run again")
-    return table
