@@ -1,11 +1,11 @@
 """Staging output records → Confluent-framed Avro key/value bytes, encoded in Spark.
 
 A cheap job checks the offsets to send are dense. The schemas already registered
-for the topic are tried first (`registered_encoding`); a first run types a sample of
-the records (zync's `zync_variant_type`) and registers one schema per shape
-(top-level field names). When a record does not fit, the rest are surveyed in full
-and the schemas widened. Then `zync_variant_avro` writes each record as Avro straight from its
-VARIANT bytes in the JVM, so the driver only moves bytes. Both functions are
+for the topic are tried first (`registered_encoding`); a first run types its first
+SAMPLE_SIZE records in that same job (zync's `zync_variant_type`) and registers one
+schema per shape (top-level field names). When a record does not fit, the rest are
+surveyed in full and the schemas widened. `zync_variant_avro` writes each record as
+Avro straight from its VARIANT bytes in the JVM, so the driver only moves bytes. Both functions are
 zync's own (jvm/src): Spark's `schema_of_variant_agg` and `variant_get` into a
 struct cost ~25 µs per record, these ~1 µs.
 """
@@ -25,7 +25,7 @@ from zync_assets.pools import require_pool
 from zync_assets.tokafka import shapes
 
 STAGING_HINT = "run `zync etl` first"
-SAMPLE_SIZE = 20_000  # records a first run types before it registers schemas
+SAMPLE_SIZE = 20_000  # the records a first run types before it registers schemas
 
 
 @dataclass(frozen=True)
@@ -87,16 +87,17 @@ def span(outputs: DataFrame, start: int) -> Span:
     return Span(row.n, row.low, row.high, bool(row.previous))
 
 
-def survey(outputs: DataFrame, start: int) -> tuple[Span, Survey]:
-    """Offsets and types of the records from `start` on, in one pass (`span` reads
-    offsets only, when the types are not needed)."""
+def survey(outputs: DataFrame, start: int, typed: int | None = None) -> tuple[Span, Survey]:
+    """Offsets of the records from `start` on and the types of the first `typed` of them
+    (default: all), in one pass (`span` reads offsets only, when no types are needed)."""
     new = F.col("offset") >= start
+    to_type = new if typed is None else new & (F.col("offset") < start + typed)
     grouped = (
         outputs.select(
             "offset",
             new.alias("new"),
-            F.when(new, F.call_function("zync_variant_type", "key")).alias("key_type"),
-            F.when(new, F.call_function("zync_variant_type", "value")).alias("value_type"),
+            F.when(to_type, F.call_function("zync_variant_type", "key")).alias("key_type"),
+            F.when(to_type, F.call_function("zync_variant_type", "value")).alias("value_type"),
         )
         .groupBy("key_type", "value_type")
         .agg(
@@ -120,13 +121,6 @@ def survey(outputs: DataFrame, start: int) -> tuple[Span, Survey]:
         value_shapes=_by_shape(r.value_type for r in found),
     )
     return offsets, types
-
-
-def sample_survey(outputs: DataFrame, start: int) -> Survey:
-    """The types of SAMPLE_SIZE records from `start` on, whichever Spark reads first: what
-    a first run registers to start with. A record the sample missed (a rarer shape, a
-    wider type) makes the encoder refuse, and the caller surveys the rest in full."""
-    return survey(outputs.where(F.col("offset") >= start).limit(SAMPLE_SIZE), start)[1]
 
 
 def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:

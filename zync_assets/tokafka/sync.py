@@ -26,6 +26,7 @@ from zync_assets.kafka import clients
 from zync_assets.kafka.offsets import watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings
+from zync_assets.tokafka import encode
 from zync_assets.tokafka.encode import (
     Encoding,
     Span,
@@ -34,7 +35,6 @@ from zync_assets.tokafka.encode import (
     output_topics,
     outputs_from,
     registered_encoding,
-    sample_survey,
     span,
     survey,
 )
@@ -117,17 +117,22 @@ def _sync(
     position = topic_position(kafka, topic, pool, before)
     start = position.next_offset
     outputs = outputs_from(spark, pool, topic, max(start - 1, 0))
-    found = span(outputs, start)
+    # Steady state: the schemas earlier runs registered fit, and the offsets are all the
+    # first pass reads. A first run types its first records too, and registers what they
+    # need (after the checks: a refused run registers nothing). Either way a record the
+    # schemas do not fit makes the rest be surveyed in full.
+    codec = registered_encoding(topic, registry)
+    sample = None
+    if codec is None:
+        found, sample = survey(outputs, start, typed=encode.SAMPLE_SIZE)
+    else:
+        found = span(outputs, start)
     _check_continues(pool, topic, start, found)
     if found.count == 0:
         marks = position.high_water_marks
         return SyncResult(pool, topic, 0, start, start, marks, marks)
-    # Steady state: the schemas earlier runs registered fit. A first run registers what a
-    # sample of the records needs (after the checks: a refused run registers nothing).
-    # Either way a record they do not fit makes the rest be surveyed in full.
-    codec = registered_encoding(topic, registry)
-    if codec is None:
-        codec = encoding(sample_survey(outputs, start), topic, registry)
+    if sample is not None:
+        codec = encoding(sample, topic, registry)
     report = (lambda n: progress(topic, n, found.count)) if progress else (lambda n: None)
     sent, subjects = _send_all(
         outputs, codec, topic, registry, (start, start + found.count), sender, report,

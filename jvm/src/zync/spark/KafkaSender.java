@@ -2,7 +2,6 @@ package zync.spark;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import org.apache.kafka.clients.producer.Callback;
@@ -12,8 +11,9 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
-import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.classic.Dataset;
 
 /**
  * to-kafka's transactional producer, in Spark's driver JVM: encoded records go from Spark's
@@ -121,22 +121,23 @@ public final class KafkaSender implements AutoCloseable {
      */
     public static Batch collect(Dataset<Row> encoded, long low, long high) {
       int count = Math.toIntExact(high - low);
-      List<Row> rows = encoded.collectAsList();
+      // Spark's internal rows: collectAsList would convert each into a Row first.
+      InternalRow[] rows = encoded.queryExecution().executedPlan().executeCollect();
       byte[][] keys = new byte[count][];
       byte[][] values = new byte[count][];
       boolean[] seen = new boolean[count];
       long bytes = 0;
-      for (Row row : rows) {
+      for (InternalRow row : rows) {
         long at = row.getLong(0) - low;
         if (at < 0 || at >= count || seen[(int) at]) {
           throw changed(low, high);
         }
         seen[(int) at] = true;
-        keys[(int) at] = row.isNullAt(1) ? null : (byte[]) row.get(1);
-        values[(int) at] = row.isNullAt(2) ? null : (byte[]) row.get(2);
+        keys[(int) at] = row.isNullAt(1) ? null : row.getBinary(1);
+        values[(int) at] = row.isNullAt(2) ? null : row.getBinary(2);
         bytes += length(keys[(int) at]) + length(values[(int) at]);
       }
-      if (rows.size() != count) throw changed(low, high);
+      if (rows.length != count) throw changed(low, high);
       return new Batch(low, keys, values, bytes);
     }
 
