@@ -207,20 +207,56 @@ def test_a_first_run_registers_from_a_sample_and_widens_for_what_it_missed(
     assert len(client.get_versions(n_subject)) == 2  # the first record's, then n as double
 
 
-def test_a_sender_that_was_taken_over_says_so(spark, stack: Stack, topic: str, lake: Path) -> None:
-    from zync_assets.tokafka.send import JvmBatch
+SENDERS = {
+    "jvm": lambda spark, kafka, pool, topic: JvmSender(spark, kafka, pool, topic),
+    "librdkafka": lambda spark, kafka, pool, topic: LibrdkafkaSender(kafka, pool, topic),
+}
 
+
+@pytest.mark.parametrize("kind", SENDERS)
+def test_a_sender_that_was_taken_over_says_so_and_commits_nothing(
+    spark, stack: Stack, topic: str, lake: Path, kind: str
+) -> None:
     write_staging(spark, "S", topic, [(0, None, {"n": 1})])
     sync(spark, stack, "S", topic)  # creates the topic
-    old = JvmSender(spark, stack.kafka, "S", topic)
-    new = JvmSender(spark, stack.kafka, "S", topic)  # fences the old one
+    old = SENDERS[kind](spark, stack.kafka, "S", topic)
+    new = SENDERS[kind](spark, stack.kafka, "S", topic)  # fences the old one
     frame = spark.createDataFrame([(1, None, b"x")], "offset long, key binary, value binary")
-    batch: JvmBatch = old.fetch(frame, 1, 2)
+    fetched = old.fetch(frame, 1, 2)
     with pytest.raises(ZyncError, match="took over \\(this producer was fenced\\)"):
-        old.send(batch, 0, 1)
+        old.send(fetched, 0, 1)
     old.close()
     new.close()
     assert staging_offsets(read_topic(stack, topic)) == [0]  # nothing of the fenced one
+
+
+@pytest.mark.parametrize("kind", SENDERS)
+def test_a_sender_refuses_a_fetch_whose_offsets_are_not_the_range(
+    spark, stack: Stack, topic: str, kind: str
+) -> None:
+    from zync_assets.kafka.clients import ensure_topic
+
+    ensure_topic(stack.kafka, topic)
+    sender = SENDERS[kind](spark, stack.kafka, "S", topic)
+    schema = "offset long, key binary, value binary"
+    gap = spark.createDataFrame([(5, None, b"a"), (7, None, b"c")], schema)
+    twice = spark.createDataFrame([(5, None, b"a"), (5, None, b"a"), (6, None, b"b")], schema)
+    for frame, high in ((gap, 8), (twice, 7)):
+        with pytest.raises(
+            ZyncError, match=rf"staging offsets 5\.\.{high - 1} changed while sending"
+        ):
+            sender.fetch(frame, 5, high)
+    sender.close()
+
+
+@pytest.mark.parametrize("kind", SENDERS)
+def test_a_sender_without_a_broker_says_where_it_looked(spark, topic: str, kind: str) -> None:
+    from zync_assets.settings import KafkaSettings
+
+    with pytest.raises(
+        ZyncError, match=r"cannot start a Kafka transaction for topic .* at 127\.0\.0\.1:9 "
+    ):
+        SENDERS[kind](spark, KafkaSettings("127.0.0.1:9"), "S", topic)
 
 
 def _hash(names: str) -> str:
