@@ -103,7 +103,7 @@ def main() -> None:
     os.environ.setdefault("ZYNC_LAKE", tempfile.mkdtemp(prefix="zync-bench-lake-"))
     from zync_assets.spark import spark_session
     from zync_assets.tokafka import sync as sync_module
-    from zync_assets.tokafka.send import LibrdkafkaSender
+    from zync_assets.tokafka.librdkafka_sender import LibrdkafkaSender
     from zync_assets.tokafka.sync import sync_topic
 
     with bench_stack() as (kafka, registry):

@@ -14,8 +14,9 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.pools import pool_path
 from zync_assets.tokafka import encode
 from zync_assets.tokafka import sync as sync_module
+from zync_assets.tokafka.jvm_sender import JvmSender
+from zync_assets.tokafka.librdkafka_sender import LibrdkafkaSender
 from zync_assets.tokafka.position import OFFSET_HEADER, POOL_HEADER
-from zync_assets.tokafka.send import JvmSender, LibrdkafkaSender
 from zync_assets.tokafka.sync import sync_pool, sync_topic
 from zync_assets_tests.conftest import Stack, produce_bytes, read_topic, rebuild_table, run_zync
 

@@ -5,9 +5,9 @@ for the topic are tried first (`registered_encoding`); a first run types its fir
 SAMPLE_SIZE records in that same job (zync's `zync_variant_type`) and registers one
 schema per shape (top-level field names). When a record does not fit, the rest are
 surveyed in full and the schemas widened. `zync_variant_avro` writes each record as
-Avro straight from its VARIANT bytes in the JVM, so the driver only moves bytes. Both functions are
-zync's own (jvm/src): Spark's `schema_of_variant_agg` and `variant_get` into a
-struct cost ~25 µs per record, these ~1 µs.
+Avro straight from its VARIANT bytes on the executors, so the driver only moves
+bytes. Both functions are zync's own (jvm/src): Spark's `schema_of_variant_agg` and
+`variant_get` into a struct cost ~25 µs per record, these ~1 µs.
 """
 
 from __future__ import annotations

@@ -1,0 +1,96 @@
+"""to-kafka's sender in Spark's driver JVM: `zync.spark.KafkaSender` (jvm/src), the Java
+Kafka client's transactional producer, fed by Spark's encoded rows without Python."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import DataFrame, SparkSession
+
+from zync_assets.kafka import clients
+from zync_assets.kafka.java_config import java_client_config
+from zync_assets.settings import KafkaSettings
+from zync_assets.tokafka.send import (
+    TRANSACTION_TIMEOUT_S,
+    Fetched,
+    cannot_start,
+    changed_while_sending,
+    fenced,
+    rolled_back,
+    transactional_id,
+)
+
+_JAVA_FENCED = {"ProducerFencedException", "InvalidProducerEpochException"}
+
+
+def java_producer_config(kafka: KafkaSettings, pool: str, topic: str) -> dict[str, str]:
+    return {
+        **java_client_config(kafka),
+        "transactional.id": transactional_id(pool, topic),
+        "transaction.timeout.ms": str(int(TRANSACTION_TIMEOUT_S * 1000)),
+        "max.block.ms": str(int(clients.CONNECT_TIMEOUT_S * 1000)),  # init, metadata
+        "delivery.timeout.ms": "30000",
+        "request.timeout.ms": "20000",
+        "linger.ms": "20",
+        "batch.size": str(512 * 1024),
+        "buffer.memory": str(128 * 1024 * 1024),
+    }
+
+
+class JvmBatch:
+    """A `zync.spark.KafkaSender.Batch`: the records stay in the JVM, Python holds a handle."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.count: int = handle.size()
+        self.nbytes: int = handle.bytes()
+
+
+class JvmSender:
+    """`zync.spark.KafkaSender` (jvm/src): the Java transactional producer in Spark's driver."""
+
+    def __init__(self, spark: SparkSession, kafka: KafkaSettings, pool: str, topic: str) -> None:
+        self._jvm = spark._jvm  # type: ignore[attr-defined]
+        self._topic = topic
+        try:
+            self._sender = self._jvm.zync.spark.KafkaSender(
+                java_producer_config(kafka, pool, topic), topic, pool
+            )
+        except Py4JJavaError as exc:
+            raise cannot_start(kafka, topic, _java_reason(exc)) from exc
+
+    def fetch(self, encoded: DataFrame, low: int, high: int) -> JvmBatch:
+        try:
+            batch = self._jvm.zync.spark.KafkaSender.Batch.collect(encoded._jdf, low, high)
+        except Py4JJavaError as exc:
+            if "IllegalStateException" in _java_classes(exc):
+                raise changed_while_sending(low, high) from exc
+            raise
+        return JvmBatch(batch)
+
+    def send(self, fetched: Fetched, start: int, stop: int) -> None:
+        assert isinstance(fetched, JvmBatch)
+        try:
+            self._sender.sendTransaction(fetched.handle, start, stop)
+        except Py4JJavaError as exc:
+            if _JAVA_FENCED & set(_java_classes(exc)):
+                raise fenced(self._topic) from exc
+            raise rolled_back(self._topic, _java_reason(exc)) from exc
+
+    def close(self) -> None:
+        self._sender.close()
+
+
+def _java_classes(exc: Py4JJavaError) -> list[str]:
+    """Simple class names of the Java exception and its causes."""
+    names, error = [], exc.java_exception
+    while error is not None and len(names) < 10:
+        names.append(error.getClass().getSimpleName())
+        error = error.getCause()
+    return names
+
+
+def _java_reason(exc: Py4JJavaError) -> str:
+    error = exc.java_exception
+    return f"{error.getClass().getSimpleName()}: {error.getMessage()}"

@@ -1,0 +1,126 @@
+"""to-kafka's sender for Spark Connect sessions (no driver JVM at hand): the encoded
+records come to Python through Arrow and go out through confluent-kafka's
+transactional producer."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException, Producer
+from pyspark.sql import DataFrame
+
+from zync_assets.kafka import clients
+from zync_assets.settings import KafkaSettings
+from zync_assets.tokafka.position import offset_header, pool_header
+from zync_assets.tokafka.send import (
+    TRANSACTION_TIMEOUT_S,
+    Fetched,
+    cannot_start,
+    changed_while_sending,
+    fenced,
+    rolled_back,
+    transactional_id,
+)
+
+
+class ArrowBatch:
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.count: int = table.num_rows
+        self.nbytes: int = table.nbytes
+
+
+class FatalErrors(list[KafkaError]):
+    """librdkafka's fatal errors, as its error callback reports them: a failed call
+    only says "Local: Fatal error"; this says why (e.g. the producer was fenced)."""
+
+    def __call__(self, error: KafkaError) -> None:
+        if error.fatal():
+            self.append(error)
+
+
+_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+
+class LibrdkafkaSender:
+    """confluent-kafka's transactional producer, fed through Arrow."""
+
+    def __init__(self, kafka: KafkaSettings, pool: str, topic: str, **overrides: object) -> None:
+        self._topic = topic
+        self._pool_header = pool_header(pool)
+        self._fatal = FatalErrors()
+        self._producer: Producer = clients.producer(
+            kafka,
+            **{
+                "error_cb": self._fatal,
+                "transactional.id": transactional_id(pool, topic),
+                "transaction.timeout.ms": int(TRANSACTION_TIMEOUT_S * 1000),
+                "linger.ms": 50,
+                "batch.size": 1_000_000,
+                "queue.buffering.max.messages": 1_000_000,
+                "queue.buffering.max.kbytes": 1_048_576,
+                **overrides,
+            },
+        )
+        try:
+            self._producer.init_transactions(clients.CONNECT_TIMEOUT_S)
+        except KafkaException as exc:
+            raise cannot_start(kafka, topic, _describe(exc)) from exc
+
+    def fetch(self, encoded: DataFrame, low: int, high: int) -> ArrowBatch:
+        # Sorted here, not by Spark: a global orderBy samples (encoding every record twice)
+        # and shuffles, where Arrow sorts a chunk in milliseconds.
+        table = encoded.toArrow().sort_by("offset")
+        if table.num_rows != high - low or table.column("offset").to_pylist() != list(
+            range(low, high)
+        ):
+            raise changed_while_sending(low, high)
+        return ArrowBatch(table)
+
+    def send(self, fetched: Fetched, start: int, stop: int) -> None:
+        assert isinstance(fetched, ArrowBatch)
+        part = fetched.table.slice(start, stop - start)
+        try:
+            self._producer.begin_transaction()
+            self._produce(part)
+            self._producer.commit_transaction(TRANSACTION_TIMEOUT_S)
+        except KafkaException as exc:
+            self._abort(exc)
+
+    def close(self) -> None:
+        self._producer.flush(clients.CONNECT_TIMEOUT_S)
+
+    def _produce(self, part: pa.Table) -> None:
+        first = part.column("offset")[0].as_py()
+        keys, values = part.column("key").to_pylist(), part.column("value").to_pylist()
+        for index, (key, value) in enumerate(zip(keys, values, strict=True)):
+            headers = [self._pool_header, offset_header(first + index)]
+            while True:
+                try:
+                    self._producer.produce(self._topic, value=value, key=key, headers=headers)
+                    break
+                except BufferError:  # local queue full: let librdkafka drain it
+                    self._producer.poll(0.05)
+            if index % 10_000 == 0:
+                self._producer.poll(0)
+
+    def _abort(self, exc: KafkaException) -> None:
+        error: KafkaError = exc.args[0]
+        if error.code() == KafkaError._FATAL:
+            deadline = time.monotonic() + 3.0  # poll serves queued events, the error callback's
+            while not self._fatal and time.monotonic() < deadline:
+                try:
+                    self._producer.poll(0.1)
+                except KafkaException as raised:  # a fatal producer may raise it from poll
+                    self._fatal.append(raised.args[0])
+            error = self._fatal[0] if self._fatal else error
+        if error.code() in _FENCED:
+            raise fenced(self._topic) from exc
+        if error.txn_requires_abort():
+            self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+        raise rolled_back(self._topic, error.str()) from exc
+
+
+def _describe(exc: KafkaException) -> str:
+    return exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
