@@ -260,6 +260,14 @@ def test_a_sender_without_a_broker_says_where_it_looked(spark, topic: str, kind:
         SENDERS[kind](spark, KafkaSettings("127.0.0.1:9"), "S", topic)
 
 
+def test_a_jar_built_from_older_sources_points_at_the_installer(spark) -> None:
+    from zync_assets.tokafka.jvm_sender import SENDER_CLASS, java_class
+
+    assert java_class(spark._jvm, SENDER_CLASS).Batch is not None
+    with pytest.raises(ZyncError, match=r"have no zync\.spark\.Nope: .*run scripts/install\.sh"):
+        java_class(spark._jvm, "zync.spark.Nope")
+
+
 def _hash(names: str) -> str:
     import hashlib
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 
+from zync_assets.errors import ZyncError
 from zync_assets.kafka import clients
 from zync_assets.kafka.java_config import java_client_config
+from zync_assets.locations import INSTALL_HINT, jars_dir
 from zync_assets.settings import KafkaSettings
 from zync_assets.tokafka.send import (
     TRANSACTION_TIMEOUT_S,
@@ -21,6 +24,7 @@ from zync_assets.tokafka.send import (
     transactional_id,
 )
 
+SENDER_CLASS = "zync.spark.KafkaSender"
 _JAVA_FENCED = {"ProducerFencedException", "InvalidProducerEpochException"}
 
 
@@ -51,18 +55,16 @@ class JvmSender:
     """`zync.spark.KafkaSender` (jvm/src): the Java transactional producer in Spark's driver."""
 
     def __init__(self, spark: SparkSession, kafka: KafkaSettings, pool: str, topic: str) -> None:
-        self._jvm = spark._jvm  # type: ignore[attr-defined]
+        self._java = java_class(spark._jvm, SENDER_CLASS)  # type: ignore[attr-defined]
         self._topic = topic
         try:
-            self._sender = self._jvm.zync.spark.KafkaSender(
-                java_producer_config(kafka, pool, topic), topic, pool
-            )
+            self._sender = self._java(java_producer_config(kafka, pool, topic), topic, pool)
         except Py4JJavaError as exc:
             raise cannot_start(kafka, topic, _java_reason(exc)) from exc
 
     def fetch(self, encoded: DataFrame, low: int, high: int) -> JvmBatch:
         try:
-            batch = self._jvm.zync.spark.KafkaSender.Batch.collect(encoded._jdf, low, high)
+            batch = self._java.Batch.collect(encoded._jdf, low, high)
         except Py4JJavaError as exc:
             if "IllegalStateException" in _java_classes(exc):
                 raise changed_while_sending(low, high) from exc
@@ -80,6 +82,19 @@ class JvmSender:
 
     def close(self) -> None:
         self._sender.close()
+
+
+def java_class(jvm: Any, name: str) -> JavaClass:
+    """A class of zync's jar; py4j takes an unknown name for a package and fails later."""
+    found = jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    if not isinstance(found, JavaClass):
+        raise ZyncError(
+            f"zync's Spark functions in {jars_dir() / 'zync'} have no {name}: they were built "
+            f"from older sources; {INSTALL_HINT}"
+        )
+    return found
 
 
 def _java_classes(exc: Py4JJavaError) -> list[str]:
