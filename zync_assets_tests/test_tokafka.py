@@ -251,6 +251,25 @@ def test_a_sender_refuses_a_fetch_whose_offsets_are_not_the_range(
 
 
 @pytest.mark.parametrize("kind", SENDERS)
+def test_a_record_the_broker_refuses_rolls_its_transaction_back(
+    spark, stack: Stack, topic: str, kind: str
+) -> None:
+    from zync_assets.kafka.clients import ensure_topic
+
+    ensure_topic(stack.kafka, topic)
+    sender = SENDERS[kind](spark, stack.kafka, "S", topic)
+    too_big = b"x" * (2 << 20)  # over the producer's and the broker's 1 MiB record limit
+    frame = spark.createDataFrame(
+        [(0, None, b"small"), (1, None, too_big)], "offset long, key binary, value binary"
+    )
+    fetched = sender.fetch(frame, 0, 2)
+    with pytest.raises(ZyncError, match=f"sending to '{topic}' failed and the batch was rolled"):
+        sender.send(fetched, 0, 2)
+    sender.close()
+    assert read_topic(stack, topic, decode=False) == []  # not even the small one
+
+
+@pytest.mark.parametrize("kind", SENDERS)
 def test_a_sender_without_a_broker_says_where_it_looked(spark, topic: str, kind: str) -> None:
     from zync_assets.settings import KafkaSettings
 
