@@ -67,7 +67,7 @@ def test_sends_from_where_the_topic_stands_and_never_twice(
     assert sync(spark, stack, "S", topic).sent == 0  # rerun: nothing twice
 
     write_staging(spark, "S", topic, [(i, {"id": i}, {"id": i, "n": i * 10}) for i in range(5, 9)])
-    second = sync(spark, stack, "S", topic, transaction_size=1)  # four transactions, two fetches
+    second = sync(spark, stack, "S", topic, transaction_size=1)  # four transactions
     assert (second.sent, second.first_offset) == (4, 5)
     records = read_topic(stack, topic)
     assert staging_offsets(records) == list(range(9))
@@ -75,6 +75,19 @@ def test_sends_from_where_the_topic_stands_and_never_twice(
         ({"id": i}, {"id": i, "n": i * 10}) for i in range(9)
     ]
     assert {r.headers[POOL_HEADER] for r in records} == {b"S"}
+
+
+def test_a_sync_over_the_fetch_budget_goes_in_windows(
+    spark, stack: Stack, topic: str, lake: Path, monkeypatch: pytest.MonkeyPatch, sender: str
+) -> None:
+    monkeypatch.setattr(sync_module, "FETCH_BYTES", 64)  # about one record per Spark job
+    rows = [(i, {"id": i}, {"id": i, "s": f"record {i}"}) for i in range(7)]
+    write_staging(spark, "S", topic, rows)
+    result = sync(spark, stack, "S", topic, transaction_size=2)
+    assert (result.sent, result.next_offset) == (7, 7)
+    records = read_topic(stack, topic)
+    assert staging_offsets(records) == list(range(7))
+    assert [(r.key, r.value) for r in records] == [(k, v) for _o, k, v in rows]
 
 
 def test_shapes_get_one_schema_each_and_partial_updates_stay_partial(
@@ -150,7 +163,7 @@ def test_every_sink_type_is_written_from_the_variant_exactly(
 
 
 def test_later_runs_reuse_registered_schemas_and_survey_only_a_new_shape(
-    spark, stack: Stack, topic: str, lake: Path, monkeypatch: pytest.MonkeyPatch
+    spark, stack: Stack, topic: str, lake: Path, monkeypatch: pytest.MonkeyPatch, sender: str
 ) -> None:
     write_staging(spark, "S", topic, [(i, {"id": i}, {"id": i, "n": i}) for i in range(3)])
     first = sync(spark, stack, "S", topic)
@@ -167,7 +180,11 @@ def test_later_runs_reuse_registered_schemas_and_survey_only_a_new_shape(
         (7, {"id": 7}, {"id": 7, "tag": "new"}),  # a new shape
     ])  # fmt: skip
     third = sync(spark, stack, "S", topic, transaction_size=1)
-    assert (third.sent, third.first_offset, surveys) == (3, 5, [6])  # 5 went out first
+    # The JVM sender's first job encodes all three: 6 is refused there, before anything is
+    # sent, so all are surveyed. The librdkafka sender fetches a transaction at a time: 5
+    # goes out with the schemas that fit it, then the rest is surveyed.
+    resurveyed_from = 5 if sender == "jvm" else 6
+    assert (third.sent, third.first_offset, surveys) == (3, 5, [resurveyed_from])
     records = read_topic(stack, topic)
     assert staging_offsets(records) == list(range(8))
     assert [r.value for r in records[5:]] == [
@@ -178,7 +195,7 @@ def test_later_runs_reuse_registered_schemas_and_survey_only_a_new_shape(
 
 
 def test_a_first_run_registers_from_a_sample_and_widens_for_what_it_missed(
-    spark, stack: Stack, topic: str, lake: Path, monkeypatch: pytest.MonkeyPatch
+    spark, stack: Stack, topic: str, lake: Path, monkeypatch: pytest.MonkeyPatch, sender: str
 ) -> None:
     monkeypatch.setattr(encode, "SAMPLE_SIZE", 1)  # a first run types its first record
     surveys: list[tuple[int, int | None]] = []
@@ -202,7 +219,9 @@ def test_a_first_run_registers_from_a_sample_and_widens_for_what_it_missed(
     assert [r.value for r in records] == [
         {"id": 0, "n": 1}, {"id": 1, "n": 2.5}, {"id": 2, "tag": "x"}, {"id": 3, "n": 4.0},
     ]  # fmt: skip
-    assert surveys == [(0, 1), (1, None)]  # 0 went out; 1 did not fit: the rest surveyed
+    # 1 does not fit the sample's schemas: the JVM sender's one job refuses it before
+    # anything is sent; the librdkafka sender has sent 0 by then. The rest is surveyed.
+    assert surveys == [(0, 1), (0 if sender == "jvm" else 1, None)]
     client = Registry(stack.registry_settings).client
     (n_subject,) = [s for s in result.subjects if s.endswith(_hash("id,n"))]
     assert len(client.get_versions(n_subject)) == 2  # the first record's, then n as double
@@ -214,6 +233,25 @@ SENDERS = {
 }
 
 
+def open_on_new_topic(spark, stack: Stack, topic: str, kind: str):
+    from zync_assets.kafka.clients import ensure_topic
+
+    ensure_topic(stack.kafka, topic)
+    return SENDERS[kind](spark, stack.kafka, "S", topic)
+
+
+def outputs_and_codec(spark, stack: Stack, topic: str, rows: list[tuple[int, object, object]]):
+    """What a sender is handed: output records (offset, key, value VARIANTs, as
+    `encode.outputs_from` selects them) and an encoding that fits them all."""
+    data = [(o, json.dumps(k) if k is not None else None, json.dumps(v) if v is not None else None)
+            for o, k, v in rows]  # fmt: skip
+    outputs = spark.createDataFrame(data, "offset long, k string, v string").selectExpr(
+        "offset", "parse_json(k) AS key", "parse_json(v) AS value"
+    )
+    _, types = encode.survey(outputs, min(o for o, _k, _v in rows))
+    return outputs, encode.encoding(types, topic, Registry(stack.registry_settings))
+
+
 @pytest.mark.parametrize("kind", SENDERS)
 def test_a_sender_that_was_taken_over_says_so_and_commits_nothing(
     spark, stack: Stack, topic: str, lake: Path, kind: str
@@ -222,8 +260,8 @@ def test_a_sender_that_was_taken_over_says_so_and_commits_nothing(
     sync(spark, stack, "S", topic)  # creates the topic
     old = SENDERS[kind](spark, stack.kafka, "S", topic)
     new = SENDERS[kind](spark, stack.kafka, "S", topic)  # fences the old one
-    frame = spark.createDataFrame([(1, None, b"x")], "offset long, key binary, value binary")
-    fetched = old.fetch(frame, 1, 2)
+    outputs, codec = outputs_and_codec(spark, stack, topic, [(1, None, {"n": 2})])
+    fetched = old.fetch(outputs, codec, 1, 2)
     with pytest.raises(ZyncError, match="took over \\(this producer was fenced\\)"):
         old.send(fetched, 0, 1)
     old.close()
@@ -235,18 +273,38 @@ def test_a_sender_that_was_taken_over_says_so_and_commits_nothing(
 def test_a_sender_refuses_a_fetch_whose_offsets_are_not_the_range(
     spark, stack: Stack, topic: str, kind: str
 ) -> None:
-    from zync_assets.kafka.clients import ensure_topic
-
-    ensure_topic(stack.kafka, topic)
-    sender = SENDERS[kind](spark, stack.kafka, "S", topic)
-    schema = "offset long, key binary, value binary"
-    gap = spark.createDataFrame([(5, None, b"a"), (7, None, b"c")], schema)
-    twice = spark.createDataFrame([(5, None, b"a"), (5, None, b"a"), (6, None, b"b")], schema)
-    for frame, high in ((gap, 8), (twice, 7)):
+    sender = open_on_new_topic(spark, stack, topic, kind)
+    gap = [(5, None, {"s": "a"}), (7, None, {"s": "c"})]
+    twice = [(5, None, {"s": "a"}), (5, None, {"s": "a"}), (6, None, {"s": "b"})]
+    for rows, high in ((gap, 8), (twice, 7)):
+        outputs, codec = outputs_and_codec(spark, stack, topic, rows)
         with pytest.raises(
             ZyncError, match=rf"staging offsets 5\.\.{high - 1} changed while sending"
         ):
-            sender.fetch(frame, 5, high)
+            sender.fetch(outputs, codec, 5, high)
+    sender.close()
+
+
+@pytest.mark.parametrize("kind", SENDERS)
+def test_a_first_fetch_spans_the_offsets_and_brings_what_fits(
+    spark, stack: Stack, topic: str, kind: str
+) -> None:
+    sender = open_on_new_topic(spark, stack, topic, kind)
+    rows = [(o, {"id": o}, {"s": "x" * 100}) for o in range(3, 9)]  # 2 (before start) .. 8
+    outputs, codec = outputs_and_codec(spark, stack, topic, [(2, {"id": 2}, {"s": ""}), *rows])
+    roomy = sender.first_fetch(outputs, codec, 3, 1 << 20)
+    assert roomy.span == encode.Span(count=6, low=3, high=8, has_previous=True)
+    if kind == "jvm":  # one job: the records come with the span
+        assert roomy.records is not None and roomy.records.count == 6
+    else:  # the librdkafka sender always fetches them in windows
+        assert roomy.records is None
+    tight = sender.first_fetch(outputs, codec, 3, 200)  # room for one record
+    assert tight.span == roomy.span and tight.records is None
+    if kind == "jvm":  # how big the ones it did encode were, to size the windows
+        assert tight.bytes_per_record > 100
+    gap = outputs.where("offset != 5")
+    holed = sender.first_fetch(gap, codec, 3, 1 << 20)
+    assert (holed.span.count, holed.records) == (5, None)  # the caller refuses the gap
     sender.close()
 
 
@@ -254,15 +312,11 @@ def test_a_sender_refuses_a_fetch_whose_offsets_are_not_the_range(
 def test_a_record_the_broker_refuses_rolls_its_transaction_back(
     spark, stack: Stack, topic: str, kind: str
 ) -> None:
-    from zync_assets.kafka.clients import ensure_topic
-
-    ensure_topic(stack.kafka, topic)
-    sender = SENDERS[kind](spark, stack.kafka, "S", topic)
-    too_big = b"x" * (2 << 20)  # over the producer's and the broker's 1 MiB record limit
-    frame = spark.createDataFrame(
-        [(0, None, b"small"), (1, None, too_big)], "offset long, key binary, value binary"
-    )
-    fetched = sender.fetch(frame, 0, 2)
+    sender = open_on_new_topic(spark, stack, topic, kind)
+    too_big = "x" * (2 << 20)  # over the producer's and the broker's 1 MiB record limit
+    rows = [(0, None, {"s": "small"}), (1, None, {"s": too_big})]
+    outputs, codec = outputs_and_codec(spark, stack, topic, rows)
+    fetched = sender.fetch(outputs, codec, 0, 2)
     with pytest.raises(ZyncError, match=f"sending to '{topic}' failed and the batch was rolled"):
         sender.send(fetched, 0, 2)
     sender.close()
@@ -280,9 +334,10 @@ def test_a_sender_without_a_broker_says_where_it_looked(spark, topic: str, kind:
 
 
 def test_a_jar_built_from_older_sources_points_at_the_installer(spark) -> None:
-    from zync_assets.tokafka.jvm_sender import SENDER_CLASS, java_class
+    from zync_assets.tokafka.jvm_sender import FETCH_CLASS, SENDER_CLASS, java_class
 
-    assert java_class(spark._jvm, SENDER_CLASS).Batch is not None
+    assert java_class(spark._jvm, SENDER_CLASS) is not None
+    assert java_class(spark._jvm, FETCH_CLASS).Result is not None
     with pytest.raises(ZyncError, match=r"have no zync\.spark\.Nope: .*run scripts/install\.sh"):
         java_class(spark._jvm, "zync.spark.Nope")
 

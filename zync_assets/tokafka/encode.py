@@ -48,9 +48,21 @@ class Survey:
 
 @dataclass(frozen=True)
 class Encoding:
-    key: Column
-    value: Column
+    """The registered schemas a sync encodes with, as zync's JVM encoder reads them (UTF-8
+    JSON: `{"objects": {shape: [id, avro]}, "other": [id, avro] | null}`), and as the
+    `zync_variant_avro` columns that apply them in SQL."""
+
+    key_schemas: bytes
+    value_schemas: bytes
     subjects: dict[str, int]  # registry subject -> schema id used
+
+    @property
+    def key(self) -> Column:
+        return _avro("key", self.key_schemas)
+
+    @property
+    def value(self) -> Column:
+        return _avro("value", self.value_schemas)
 
 
 def _staging(spark: SparkSession, pool: str) -> DataFrame:
@@ -127,12 +139,12 @@ def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:
     """Register one schema per shape (widening what is registered) and build the
     columns that encode keys and values."""
     subjects: dict[str, int] = {}
-    key = F.lit(None).cast("binary")  # every key is null
+    key = None  # every key surveyed is null: the encoder refuses a key, if one turns up
     if survey_.key_type is not None:
         subject = shapes.key_subject(topic)
         schema_id, avro = _register(registry, subject, survey_.key_type, "Key", topic)
         subjects[subject] = schema_id
-        key = _avro("key", {"other": [schema_id, avro]})
+        key = [schema_id, avro]
     objects: dict[str, Any] = {}
     other = None
     for shape, kind in survey_.value_shapes.items():
@@ -144,8 +156,7 @@ def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:
             other = [schema_id, avro]
         else:
             objects[shape] = [schema_id, avro]
-    value = _avro("value", {"objects": objects, "other": other})
-    return Encoding(key, value, subjects)
+    return _encoding({"other": key}, {"objects": objects, "other": other}, subjects)
 
 
 def registered_encoding(topic: str, registry: Registry) -> Encoding | None:
@@ -168,8 +179,7 @@ def registered_encoding(topic: str, registry: Registry) -> Encoding | None:
             objects[shapes.shape_of(value_type)] = entry
     if not subjects:
         return None
-    key = _avro("key", {"other": keys})
-    return Encoding(key, _avro("value", {"objects": objects, "other": other}), subjects)
+    return _encoding({"other": keys}, {"objects": objects, "other": other}, subjects)
 
 
 def encoded(outputs: DataFrame, encoding_: Encoding) -> DataFrame:
@@ -207,7 +217,11 @@ def _register(
     return registry.register(subject, avro), json.dumps(avro)
 
 
-def _avro(column: str, schemas: dict[str, Any]) -> Column:
+def _encoding(keys: dict[str, Any], values: dict[str, Any], subjects: dict[str, int]) -> Encoding:
+    return Encoding(json.dumps(keys).encode(), json.dumps(values).encode(), subjects)
+
+
+def _avro(column: str, schemas: bytes) -> Column:
     """Confluent-framed Avro of a VARIANT column; `schemas` as zync_variant_avro reads it."""
-    schemas_json = bytearray(json.dumps(schemas).encode())  # bytearray: a BINARY literal
-    return F.call_function("zync_variant_avro", F.col(column), F.lit(schemas_json))
+    # bytearray: a BINARY literal
+    return F.call_function("zync_variant_avro", F.col(column), F.lit(bytearray(schemas)))

@@ -1,5 +1,7 @@
-"""to-kafka's sender in Spark's driver JVM: `zync.spark.KafkaSender` (jvm/src), the Java
-Kafka client's transactional producer, fed by Spark's encoded rows without Python."""
+"""to-kafka's sender in Spark's driver JVM: `zync.spark.StagingFetch` (jvm/src) reads and
+encodes a topic's staging records on the executors, `zync.spark.KafkaSender`, the Java
+Kafka client's transactional producer, sends them from the driver; no record passes
+through Python."""
 
 from __future__ import annotations
 
@@ -8,15 +10,18 @@ from typing import Any
 from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from zync_assets.errors import ZyncError
 from zync_assets.kafka import clients
 from zync_assets.kafka.java_config import java_client_config
 from zync_assets.locations import INSTALL_HINT, jars_dir
 from zync_assets.settings import KafkaSettings
+from zync_assets.tokafka.encode import Encoding, Span
 from zync_assets.tokafka.send import (
     TRANSACTION_TIMEOUT_S,
     Fetched,
+    FirstFetch,
     cannot_start,
     changed_while_sending,
     fenced,
@@ -25,6 +30,8 @@ from zync_assets.tokafka.send import (
 )
 
 SENDER_CLASS = "zync.spark.KafkaSender"
+FETCH_CLASS = "zync.spark.StagingFetch"
+_EVERYTHING = 2**63 - 1  # a Java long's largest: no upper offset
 _JAVA_FENCED = {"ProducerFencedException", "InvalidProducerEpochException"}
 
 
@@ -43,7 +50,7 @@ def java_producer_config(kafka: KafkaSettings, pool: str, topic: str) -> dict[st
 
 
 class JvmBatch:
-    """A `zync.spark.KafkaSender.Batch`: the records stay in the JVM, Python holds a handle."""
+    """A `zync.spark.EncodedBatch`: the records stay in the JVM, Python holds a handle."""
 
     def __init__(self, handle: Any) -> None:
         self.handle = handle
@@ -55,21 +62,49 @@ class JvmSender:
     """`zync.spark.KafkaSender` (jvm/src): the Java transactional producer in Spark's driver."""
 
     def __init__(self, spark: SparkSession, kafka: KafkaSettings, pool: str, topic: str) -> None:
-        self._java = java_class(spark._jvm, SENDER_CLASS)  # type: ignore[attr-defined]
+        self._fetch = java_class(spark._jvm, FETCH_CLASS)  # type: ignore[attr-defined]
+        sender = java_class(spark._jvm, SENDER_CLASS)  # type: ignore[attr-defined]
         self._topic = topic
         try:
-            self._sender = self._java(java_producer_config(kafka, pool, topic), topic, pool)
+            self._sender = sender(java_producer_config(kafka, pool, topic), topic, pool)
         except Py4JJavaError as exc:
             raise cannot_start(kafka, topic, _java_reason(exc)) from exc
 
-    def fetch(self, encoded: DataFrame, low: int, high: int) -> JvmBatch:
+    def first_fetch(
+        self, outputs: DataFrame, codec: Encoding, start: int, budget: int
+    ) -> FirstFetch:
+        result = self._run(outputs, codec, start, start, _EVERYTHING, budget)
+        java_span = result.span()
+        count = java_span.count()
+        found = Span(
+            count=count,
+            low=java_span.low() if count else None,
+            high=java_span.high() if count else None,
+            has_previous=java_span.previous(),
+        )
+        records = None
+        dense = count and found.low == start and found.high == start + count - 1
+        if dense and not result.overflowed():
+            records = self._batch(result, start, start + count)
+        return FirstFetch(found, records, result.bytesPerRecord())
+
+    def fetch(self, outputs: DataFrame, codec: Encoding, low: int, high: int) -> JvmBatch:
+        window = outputs.where(F.col("offset").between(low, high - 1))
+        return self._batch(self._run(window, codec, low, low, high, _EVERYTHING), low, high)
+
+    def _run(
+        self, outputs: DataFrame, codec: Encoding, start: int, low: int, high: int, budget: int
+    ) -> Any:
+        key_schemas, value_schemas = bytearray(codec.key_schemas), bytearray(codec.value_schemas)
+        return self._fetch.run(outputs._jdf, key_schemas, value_schemas, start, low, high, budget)
+
+    def _batch(self, result: Any, low: int, high: int) -> JvmBatch:
         try:
-            batch = self._java.Batch.collect(encoded._jdf, low, high)
+            return JvmBatch(result.batch(low, high))
         except Py4JJavaError as exc:
             if "IllegalStateException" in _java_classes(exc):
                 raise changed_while_sending(low, high) from exc
             raise
-        return JvmBatch(batch)
 
     def send(self, fetched: Fetched, start: int, stop: int) -> None:
         assert isinstance(fetched, JvmBatch)

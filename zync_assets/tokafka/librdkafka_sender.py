@@ -1,6 +1,7 @@
-"""to-kafka's sender for Spark Connect sessions (no driver JVM at hand): the encoded
-records come to Python through Arrow and go out through confluent-kafka's
-transactional producer."""
+"""to-kafka's sender for Spark Connect sessions (no driver JVM at hand): the offsets are
+checked by a job of their own, then the records, encoded by `zync_variant_avro` in SQL,
+come to Python through Arrow and go out through confluent-kafka's transactional
+producer."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ import time
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from zync_assets.kafka import clients
 from zync_assets.settings import KafkaSettings
+from zync_assets.tokafka.encode import Encoding, encoded, span
 from zync_assets.tokafka.position import offset_header, pool_header
 from zync_assets.tokafka.send import (
     TRANSACTION_TIMEOUT_S,
     Fetched,
+    FirstFetch,
     cannot_start,
     changed_while_sending,
     fenced,
@@ -46,7 +50,7 @@ _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PR
 class LibrdkafkaSender:
     """confluent-kafka's transactional producer, fed through Arrow."""
 
-    def __init__(self, kafka: KafkaSettings, pool: str, topic: str, **overrides: object) -> None:
+    def __init__(self, kafka: KafkaSettings, pool: str, topic: str) -> None:
         self._topic = topic
         self._pool_header = pool_header(pool)
         self._fatal = FatalErrors()
@@ -60,7 +64,6 @@ class LibrdkafkaSender:
                 "batch.size": 1_000_000,
                 "queue.buffering.max.messages": 1_000_000,
                 "queue.buffering.max.kbytes": 1_048_576,
-                **overrides,
             },
         )
         try:
@@ -68,10 +71,16 @@ class LibrdkafkaSender:
         except KafkaException as exc:
             raise cannot_start(kafka, topic, _describe(exc)) from exc
 
-    def fetch(self, encoded: DataFrame, low: int, high: int) -> ArrowBatch:
+    def first_fetch(
+        self, outputs: DataFrame, codec: Encoding, start: int, budget: int
+    ) -> FirstFetch:
+        return FirstFetch(span(outputs, start), None, 0.0)  # the records come in windows
+
+    def fetch(self, outputs: DataFrame, codec: Encoding, low: int, high: int) -> ArrowBatch:
+        window = encoded(outputs.where(F.col("offset").between(low, high - 1)), codec)
         # Sorted here, not by Spark: a global orderBy samples (encoding every record twice)
         # and shuffles, where Arrow sorts a chunk in milliseconds.
-        table = encoded.toArrow().sort_by("offset")
+        table = window.toArrow().sort_by("offset")
         if table.num_rows != high - low or table.column("offset").to_pylist() != list(
             range(low, high)
         ):

@@ -60,7 +60,11 @@ def topic_position(
     kafka: KafkaSettings, topic: str, pool: str, partitions: list[PartitionOffsets]
 ) -> TopicPosition:
     """Read the tail of each partition; the highest staging offset found, plus one."""
-    consumer = clients.consumer(kafka, **{"isolation.level": "read_committed"})
+    # The end of a partition shows as an empty fetch, which the broker holds for
+    # fetch.wait.max.ms (500 ms by default) in case records arrive: not worth waiting for.
+    consumer = clients.consumer(
+        kafka, **{"isolation.level": "read_committed", "fetch.wait.max.ms": 10}
+    )
     try:
         last = -1
         for part in partitions:

@@ -1,26 +1,33 @@
 """to-kafka's transactional senders: one Kafka transaction per chunk of staging records.
 
+A sender also reads what it sends: it is handed a topic's staging output records and
+the schemas to encode them with, so each can read the pool in the way that suits it.
+
 The transactional id is fixed per (pool, topic), so opening a sender fences any
 older one still alive and aborts what it left open: after a kill -9 nothing
 half-sent stays visible to read_committed consumers (a JDBC sink, or our own
 position reader), and two to-kafka processes never interleave.
 
 Two senders do the same job:
-- `jvm_sender.JvmSender` (the default, for a classic SparkSession): Spark's encoded
-  records are collected into the driver JVM and sent there by the Java Kafka client,
-  so they never cross into Python.
+- `jvm_sender.JvmSender` (the default, for a classic SparkSession): one Spark job
+  checks the offsets and encodes the records on the executors (zync.spark.StagingFetch);
+  they are collected into the driver JVM and sent there by the Java Kafka client, so
+  they never cross into Python.
 - `librdkafka_sender.LibrdkafkaSender` (for Spark Connect, whose driver JVM is out of
-  reach): the records come to Python as Arrow and go out through confluent-kafka.
+  reach): an offsets job, then the records encoded by `zync_variant_avro` in SQL come to
+  Python as Arrow and go out through confluent-kafka.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
 from zync_assets.errors import ZyncError
 from zync_assets.settings import KafkaSettings
+from zync_assets.tokafka.encode import Encoding, Span
 
 TRANSACTION_TIMEOUT_S = 60.0
 
@@ -35,9 +42,23 @@ class Fetched(Protocol):
     def nbytes(self) -> int: ...
 
 
+@dataclass(frozen=True)
+class FirstFetch:
+    span: Span  # the offsets from the start on: checked for gaps before anything is sent
+    records: Fetched | None  # all of them, when they fit the budget and have no gap
+    bytes_per_record: float  # of what was encoded (0 if nothing): to size the windows
+
+
 class Sender(Protocol):
-    def fetch(self, encoded: DataFrame, low: int, high: int) -> Fetched:
-        """The records of `encoded` (offset, key, value), which holds offsets [low, high)."""
+    def first_fetch(
+        self, outputs: DataFrame, codec: Encoding, start: int, budget: int
+    ) -> FirstFetch:
+        """The span of `outputs`'s offsets from `start` on (outputs: offset, key, value,
+        from start - 1 on) and, if the sender can, their records encoded with `codec`."""
+        ...
+
+    def fetch(self, outputs: DataFrame, codec: Encoding, low: int, high: int) -> Fetched:
+        """The records of `outputs` with offsets [low, high), encoded; all must be there."""
         ...
 
     def send(self, fetched: Fetched, start: int, stop: int) -> None:

@@ -6,9 +6,11 @@ without a gap, encode the rest in Spark and send it in order, one transaction pe
 chunk. Rerunning sends nothing twice; a crash loses nothing.
 
 Encoding first tries the schemas earlier runs registered for the topic: in the
-steady state they fit, and no survey pass is needed. Only when the encoder meets a
-record they do not fit (a new shape, a wider type, or a first run) are the rest
-of the records surveyed and their schemas registered.
+steady state they fit, no survey pass is needed, and the sender's first fetch both
+checks the offsets and, when they fit FETCH_BYTES, brings every record (one Spark
+job in all). Only when the encoder meets a record they do not fit (a new shape, a
+wider type, or a first run) are the rest of the records surveyed and their schemas
+registered.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from zync_assets.errors import ZyncError
 from zync_assets.kafka import clients
@@ -30,22 +32,21 @@ from zync_assets.tokafka import encode
 from zync_assets.tokafka.encode import (
     Encoding,
     Span,
-    encoded,
     encoding,
     output_topics,
     outputs_from,
     registered_encoding,
-    span,
     survey,
 )
 from zync_assets.tokafka.position import topic_position
-from zync_assets.tokafka.send import Fetched, Sender, open_sender
+from zync_assets.tokafka.send import Fetched, FirstFetch, Sender, open_sender
 
 TRANSACTION_SIZE = 200_000  # default records per transaction
 # zync_variant_avro (jvm/src) prefixes its refusals so they can be told from Spark's own.
 # Spark quotes them as "...: zync to-kafka: <reason>. SQLSTATE: 39000" or on a line of its own.
 ENCODER_ERROR = re.compile(r"zync to-kafka: (.*?)(?:\. SQLSTATE|\n|$)")
 FETCH_BYTES = 128 * 1024 * 1024  # encoded records per Spark job, about (a few transactions)
+T = TypeVar("T")
 
 
 class EncoderRefused(ZyncError):
@@ -117,64 +118,97 @@ def _sync(
     position = topic_position(kafka, topic, pool, before)
     start = position.next_offset
     outputs = outputs_from(spark, pool, topic, max(start - 1, 0))
-    # Steady state: the schemas earlier runs registered fit, and the offsets are all the
-    # first pass reads. A first run types its first records too, and registers what they
-    # need (after the checks: a refused run registers nothing). Either way a record the
-    # schemas do not fit makes the rest be surveyed in full.
+    # Steady state: the schemas earlier runs registered fit, and one job checks the offsets
+    # and encodes the records (the sender's first fetch). A first run types its first
+    # records before, and registers what they need (after the checks: a refused run
+    # registers nothing). Either way a record the schemas do not fit makes the rest be
+    # surveyed in full.
     codec = registered_encoding(topic, registry)
-    sample = None
+    checked = False
     if codec is None:
         found, sample = survey(outputs, start, typed=encode.SAMPLE_SIZE)
-    else:
-        found = span(outputs, start)
-    _check_continues(pool, topic, start, found)
-    if found.count == 0:
-        marks = position.high_water_marks
-        return SyncResult(pool, topic, 0, start, start, marks, marks)
-    if sample is not None:
-        codec = encoding(sample, topic, registry)
-    report = (lambda n: progress(topic, n, found.count)) if progress else (lambda n: None)
-    sent, subjects = _send_all(
-        outputs, codec, topic, registry, (start, start + found.count), sender, report,
-        transaction_size,
-    )  # fmt: skip
+        _check_continues(pool, topic, start, found)
+        if found.count == 0:
+            marks = position.high_water_marks
+            return SyncResult(pool, topic, 0, start, start, marks, marks)
+        codec, checked = encoding(sample, topic, registry), True
+    run = _Run(pool, topic, registry, sender, outputs, transaction_size, progress, checked)
+    sent = run.send_all(codec, start)
     after = {p.partition: p.high for p in watermarks(kafka, [topic])[topic]}
     return SyncResult(
-        pool, topic, sent, start, start + sent, position.high_water_marks, after, subjects
+        pool, topic, sent, start, start + sent, position.high_water_marks, after, run.subjects
     )
 
 
-def _send_all(
-    outputs: DataFrame,
-    codec: Encoding,
-    topic: str,
-    registry: Registry,
-    offsets: tuple[int, int],
-    sender: Sender,
-    report: Callable[[int], None],
-    transaction_size: int,
-) -> tuple[int, dict[str, int]]:
-    """Encode with `codec` and send offsets [start, end); when a record does not fit its
-    schemas, survey the rest in full, register, go on (a record that does not fit what a
-    full survey registered is refused). Returns the records sent and the subjects used."""
-    start, end = offsets
-    sent = 0  # committed by earlier attempts
-    surveyed = False
-    while True:
-        chunks = _chunks(sender, encoded(outputs, codec), start + sent, end, transaction_size)
+@dataclass
+class _Run:
+    """Sending one topic's records: fetches, offset check, transactions, re-surveys."""
+
+    pool: str
+    topic: str
+    registry: Registry
+    sender: Sender
+    outputs: DataFrame
+    transaction_size: int
+    progress: Progress | None
+    checked: bool  # whether the offsets from the start on were found dense
+    subjects: dict[str, int] = field(default_factory=dict)
+
+    def send_all(self, codec: Encoding, start: int) -> int:
+        """Encode with `codec` and send from `start` on; when a record does not fit its
+        schemas, survey the rest in full, register, go on (a record that does not fit what
+        a full survey registered is refused). Returns the records sent."""
+        sent = 0  # committed by earlier attempts
+        surveyed = False
+        while True:
+            try:
+                sent += self._send_from(codec, start, start + sent)
+                self.subjects = codec.subjects
+                return sent
+            except _Refused as refused:
+                sent += refused.sent
+                if surveyed:
+                    raise refused.error from None
+            # A new shape or a wider type: survey the rest, register, go on. A chunk is
+            # fetched only after the one before it committed, so `sent` is where it starts.
+            found, types = survey(self.outputs, start + sent)
+            if not self.checked:
+                self._check(start, found)
+            codec = encoding(types, self.topic, self.registry)
+            surveyed = True
+
+    def _send_from(self, codec: Encoding, start: int, low: int) -> int:
+        sent = 0
         try:
-            for fetched, first, stop in chunks:
-                sender.send(fetched, first, stop)
-                sent += stop - first
-                report(sent)
-            return sent, codec.subjects
-        except EncoderRefused:
-            if surveyed:
-                raise
-        # A new shape or a wider type: survey the rest, register, go on. A chunk is fetched
-        # only after the one before it committed, so `sent` is where the rest starts.
-        codec = encoding(survey(outputs, start + sent)[1], topic, registry)
-        surveyed = True
+            first = _spark_job(
+                lambda: self.sender.first_fetch(self.outputs, codec, low, FETCH_BYTES), low, None
+            )
+            if not self.checked:
+                self._check(start, first.span)
+            end = low + first.span.count
+            for fetched, begin, stop in _chunks(self, codec, first, low, end):
+                self.sender.send(fetched, begin, stop)
+                sent += stop - begin
+                if self.progress:
+                    self.progress(self.topic, low - start + sent, end - start)
+        except EncoderRefused as exc:
+            raise _Refused(sent, exc) from exc
+        return sent
+
+    def _check(self, start: int, found: Span) -> None:
+        _check_continues(self.pool, self.topic, start, found)
+        self.checked = True
+
+    def fetch(self, codec: Encoding, low: int, high: int) -> Fetched:
+        return _spark_job(lambda: self.sender.fetch(self.outputs, codec, low, high), low, high)
+
+
+class _Refused(Exception):
+    """An EncoderRefused after `sent` records of a _send_from were committed."""
+
+    def __init__(self, sent: int, error: EncoderRefused) -> None:
+        self.sent = sent
+        self.error = error
 
 
 def _ensure_topic(kafka: KafkaSettings, topic: str, partitions: int | None) -> None:
@@ -212,43 +246,51 @@ def _check_continues(pool: str, topic: str, start: int, found: Span) -> None:
 Chunk = tuple[Fetched, int, int]  # fetched records, and one transaction's [start, stop) of them
 
 
-def _chunks(
-    sender: Sender, frame: DataFrame, start: int, end: int, transaction_size: int
-) -> Iterator[Chunk]:
-    """Transactions of `transaction_size` records in offset order. Spark fetches several
-    transactions' worth per job (each job scans the pool's files for its range, so fewer,
-    larger jobs scan less), bounded by FETCH_BYTES, and fetches the next range while this
-    one is sent."""
-    size = transaction_size
+def _chunks(run: _Run, codec: Encoding, first: FirstFetch, low: int, end: int) -> Iterator[Chunk]:
+    """Transactions of `transaction_size` records in offset order, [low, end). The first
+    fetch may hold them all; else Spark fetches several transactions' worth per job (each
+    job scans the pool's files for its range, so fewer, larger jobs scan less), bounded by
+    FETCH_BYTES, and fetches the next range while this one is sent."""
+    per_transaction = run.transaction_size
+    size = _fetch_size(first.bytes_per_record, per_transaction)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(_fetch, sender, frame, start, min(start + size, end))
-        low = start
+        fetched = first.records
+        pending = None
+        if fetched is None and low < end:
+            pending = pool.submit(run.fetch, codec, low, min(low + size, end))
         while low < end:
-            fetched = pending.result()
+            if fetched is None:
+                assert pending is not None
+                fetched = pending.result()
             low += fetched.count
-            size = _fetch_size(fetched, transaction_size)
+            size = _fetch_size(fetched.nbytes / max(fetched.count, 1), per_transaction)
             if low < end:
-                pending = pool.submit(_fetch, sender, frame, low, min(low + size, end))
-            for at in range(0, fetched.count, transaction_size):
-                yield fetched, at, min(at + transaction_size, fetched.count)
+                pending = pool.submit(run.fetch, codec, low, min(low + size, end))
+            for at in range(0, fetched.count, per_transaction):
+                yield fetched, at, min(at + per_transaction, fetched.count)
+            fetched = None
 
 
-def _fetch_size(fetched: Fetched, transaction_size: int) -> int:
-    """Records per Spark job: whole transactions, about FETCH_BYTES of encoded records."""
-    per_record = max(fetched.nbytes / max(fetched.count, 1), 1.0)
-    transactions = max(int(FETCH_BYTES / per_record) // transaction_size, 1)
+def _fetch_size(bytes_per_record: float, transaction_size: int) -> int:
+    """Records per Spark job: whole transactions, about FETCH_BYTES of encoded records
+    (one transaction while the size of a record is not known)."""
+    if bytes_per_record <= 0:
+        return transaction_size
+    transactions = max(int(FETCH_BYTES / bytes_per_record) // transaction_size, 1)
     return transactions * transaction_size
 
 
-def _fetch(sender: Sender, frame: DataFrame, low: int, high: int) -> Fetched:
+def _spark_job(job: Callable[[], T], low: int, high: int | None) -> T:
+    """`job`, with a refusal of our encoder said in one line (EncoderRefused)."""
     try:
-        return sender.fetch(frame.where(F.col("offset").between(low, high - 1)), low, high)
+        return job()
     except ZyncError:
         raise
     except Exception as exc:  # a failed Spark job: say why if our encoder refused a record
         refusal = ENCODER_ERROR.search(str(exc))
         if refusal is None:
             raise
+        where = f"{low}..{high - 1}" if high is not None else f"from {low} on"
         raise EncoderRefused(
-            f"{refusal.group(1)} (staging offsets {low}..{high - 1}); nothing of them was sent"
+            f"{refusal.group(1)} (staging offsets {where}); nothing of them was sent"
         ) from exc

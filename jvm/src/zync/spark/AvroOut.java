@@ -11,6 +11,45 @@ final class AvroOut {
     size = 0;
   }
 
+  int size() {
+    return size;
+  }
+
+  /** The buffer itself (valid up to size()): no copy. */
+  byte[] buffer() {
+    return bytes;
+  }
+
+  /** A big-endian int, to be overwritten by {@link #intAt} once its value is known. */
+  void fixedInt(int value) {
+    room(4);
+    intAt(size, value);
+    size += 4;
+  }
+
+  void intAt(int position, int value) {
+    bytes[position] = (byte) (value >>> 24);
+    bytes[position + 1] = (byte) (value >>> 16);
+    bytes[position + 2] = (byte) (value >>> 8);
+    bytes[position + 3] = (byte) value;
+  }
+
+  void fixedLong(long value) {
+    fixedInt((int) (value >>> 32));
+    fixedInt((int) value);
+  }
+
+  static int intAt(byte[] bytes, int position) {
+    return (bytes[position] & 0xFF) << 24
+        | (bytes[position + 1] & 0xFF) << 16
+        | (bytes[position + 2] & 0xFF) << 8
+        | (bytes[position + 3] & 0xFF);
+  }
+
+  static long longAt(byte[] bytes, int position) {
+    return (long) intAt(bytes, position) << 32 | (intAt(bytes, position + 4) & 0xFFFFFFFFL);
+  }
+
   byte[] toByteArray() {
     return Arrays.copyOf(bytes, size);
   }
@@ -45,6 +84,13 @@ final class AvroOut {
   void lengthPrefixed(byte[] data) {
     varLong(data.length);
     raw(data);
+  }
+
+  void lengthPrefixed(byte[] data, int from, int length) {
+    varLong(length);
+    room(length);
+    System.arraycopy(data, from, bytes, size, length);
+    size += length;
   }
 
   private void room(int more) {

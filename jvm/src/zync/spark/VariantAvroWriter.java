@@ -2,19 +2,20 @@ package zync.spark;
 
 import java.math.BigDecimal;
 import java.math.RoundingMode;
-import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.avro.LogicalType;
 import org.apache.avro.LogicalTypes;
 import org.apache.avro.Schema;
-import org.apache.spark.types.variant.Variant;
+import org.apache.spark.types.variant.VariantUtil;
 import org.apache.spark.types.variant.VariantUtil.Type;
 
 /**
  * Writes a VARIANT value as Avro binary in a given writer schema, straight from the variant bytes
- * (no Spark struct in between). The schema is one zync registered for the value's shape, so it
+ * (no Spark struct in between, and no Variant object or String per field: a value is its
+ * variant bytes and a position in them, read with VariantUtil's static getters). The schema is one zync registered for the value's shape, so it
  * covers every field: a field the schema lacks, or a value the schema's type cannot hold
  * exactly, is an error, never dropped or rounded.
  *
@@ -23,25 +24,30 @@ import org.apache.spark.types.variant.VariantUtil.Type;
  * timestamp-micros / local-timestamp-micros.
  */
 abstract class VariantAvroWriter {
+  static final int ABSENT = -1; // the position of a field the object does not have
+
   final String path;
 
   VariantAvroWriter(String path) {
     this.path = path;
   }
 
-  /** Writes {@code value}; null means the field is absent. */
-  abstract void write(Variant value, AvroOut out);
+  /**
+   * Writes the value at {@code pos} of {@code value} (ABSENT: the field is absent); {@code
+   * metadata} is the variant's key dictionary.
+   */
+  abstract void write(byte[] value, int pos, byte[] metadata, AvroOut out);
 
   static VariantAvroWriter of(Schema schema) {
     return of(schema, "");
   }
 
-  static boolean isNull(Variant value) {
-    return value == null || value.getType() == Type.NULL;
+  static boolean isNull(byte[] value, int pos) {
+    return pos == ABSENT || VariantUtil.getType(value, pos) == Type.NULL;
   }
 
-  IllegalArgumentException mismatch(Variant value, String expected) {
-    String found = isNull(value) ? "no value" : "a " + value.getType() + " value";
+  IllegalArgumentException mismatch(byte[] value, int pos, String expected) {
+    String found = isNull(value, pos) ? "no value" : "a " + VariantUtil.getType(value, pos) + " value";
     String where = path.isEmpty() ? "the record" : "field " + path;
     return new IllegalArgumentException(
         "zync to-kafka: " + where + " holds " + found + " where its Avro schema has " + expected);
@@ -59,36 +65,47 @@ abstract class VariantAvroWriter {
       case BYTES:
         return logical instanceof LogicalTypes.Decimal decimal
             ? new Decimal(decimal.getScale(), path)
-            : new Scalar(path, "bytes", Type.BINARY, (v, out) -> out.lengthPrefixed(v.getBinary()));
+            : new Scalar(path, "bytes", Type.BINARY, (v, p, out) -> out.lengthPrefixed(VariantUtil.getBinary(v, p)));
       case INT:
         if (logical instanceof LogicalTypes.Date) {
-          return new Scalar(path, "date", Type.DATE, (v, out) -> out.varLong(v.getLong()));
+          return new Scalar(path, "date", Type.DATE, (v, p, out) -> out.varLong(VariantUtil.getLong(v, p)));
         }
         break;
       case LONG:
         if (logical instanceof LogicalTypes.TimestampMicros) {
-          return new Scalar(path, "timestamp-micros", Type.TIMESTAMP, (v, out) -> out.varLong(v.getLong()));
+          return new Scalar(
+              path, "timestamp-micros", Type.TIMESTAMP, (v, p, out) -> out.varLong(VariantUtil.getLong(v, p)));
         }
         if (logical instanceof LogicalTypes.LocalTimestampMicros) {
           return new Scalar(
-              path, "local-timestamp-micros", Type.TIMESTAMP_NTZ, (v, out) -> out.varLong(v.getLong()));
+              path, "local-timestamp-micros", Type.TIMESTAMP_NTZ,
+              (v, p, out) -> out.varLong(VariantUtil.getLong(v, p)));
         }
         if (logical == null) {
-          return new Scalar(path, "long", Type.LONG, (v, out) -> out.varLong(v.getLong()));
+          return new Scalar(path, "long", Type.LONG, (v, p, out) -> out.varLong(VariantUtil.getLong(v, p)));
         }
         break;
       case DOUBLE:
         return new Double(path);
       case BOOLEAN:
-        return new Scalar(path, "boolean", Type.BOOLEAN, (v, out) -> out.bool(v.getBoolean()));
+        return new Scalar(path, "boolean", Type.BOOLEAN, (v, p, out) -> out.bool(VariantUtil.getBoolean(v, p)));
       case STRING:
-        return new Scalar(
-            path, "string", Type.STRING,
-            (v, out) -> out.lengthPrefixed(v.getString().getBytes(StandardCharsets.UTF_8)));
+        return new Scalar(path, "string", Type.STRING, VariantAvroWriter::utf8);
       default:
         break;
     }
     throw new IllegalArgumentException("zync to-kafka: cannot write Avro type " + schema + " at " + path);
+  }
+
+  /** A variant string as Avro's: its UTF-8 bytes, copied as they are (no String between). */
+  private static void utf8(byte[] value, int pos, AvroOut out) {
+    int header = value[pos] & 0xFF;
+    if ((header & 0x3) == 1) { // a short string: the length is in the header
+      out.lengthPrefixed(value, pos + 1, header >>> 2);
+    } else { // a long string: a 4-byte little-endian length follows the header
+      int length = VariantUtil.readUnsigned(value, pos + 1, 4);
+      out.lengthPrefixed(value, pos + 5, length);
+    }
   }
 
   private static final class Nullable extends VariantAvroWriter {
@@ -108,19 +125,24 @@ abstract class VariantAvroWriter {
     }
 
     @Override
-    void write(Variant v, AvroOut out) {
-      if (isNull(v)) {
+    void write(byte[] v, int pos, byte[] metadata, AvroOut out) {
+      if (isNull(v, pos)) {
         out.varLong(nullBranch);
       } else {
         out.varLong(valueBranch);
-        value.write(v, out);
+        value.write(v, pos, metadata, out);
       }
     }
   }
 
   private static final class Record extends VariantAvroWriter {
+    private static final int UNKNOWN = -2; // a dictionary id not looked up yet
+    private static final int NOT_IN_SCHEMA = -1;
     private final Map<String, Integer> positions = new HashMap<>();
     private final VariantAvroWriter[] fields;
+    // Per metadata dictionary, each key's schema position: rows of one shape share their
+    // dictionary's bytes, so a key is decoded once per task, not once per row.
+    private final MetadataCache<int[]> positionsById = new MetadataCache<>();
 
     Record(Schema schema, String path) {
       super(path);
@@ -134,20 +156,39 @@ abstract class VariantAvroWriter {
     }
 
     @Override
-    void write(Variant v, AvroOut out) {
-      if (isNull(v) || v.getType() != Type.OBJECT) throw mismatch(v, "a record");
-      // One walk over the object's fields (Variant.getFieldByKey would decode keys per probe).
-      Variant[] values = new Variant[fields.length];
-      for (int i = 0, n = v.objectSize(); i < n; i++) {
-        Variant.ObjectField field = v.getFieldAtIndex(i);
-        Integer at = positions.get(field.key);
-        if (at == null) {
-          throw new IllegalArgumentException(
-              "zync to-kafka: field " + join(path, field.key) + " is not in the record's Avro schema");
+    void write(byte[] v, int pos, byte[] metadata, AvroOut out) {
+      if (isNull(v, pos) || VariantUtil.getType(v, pos) != Type.OBJECT) throw mismatch(v, pos, "a record");
+      int[] values = new int[fields.length];
+      Arrays.fill(values, ABSENT);
+      // One walk over the object's fields, their keys known by dictionary id.
+      VariantUtil.handleObject(v, pos, (size, idSize, offsetSize, idStart, offsetStart, dataStart) -> {
+        int[] byId = positionsById.get(metadata);
+        for (int i = 0; i < size; i++) {
+          int id = VariantUtil.readUnsigned(v, idStart + idSize * i, idSize);
+          if (byId == null || id >= byId.length || byId[id] == UNKNOWN) byId = resolve(metadata, byId, id);
+          if (byId[id] == NOT_IN_SCHEMA) {
+            throw new IllegalArgumentException("zync to-kafka: field "
+                + join(path, VariantUtil.getMetadataKey(metadata, id)) + " is not in the record's Avro schema");
+          }
+          values[byId[id]] = dataStart + VariantUtil.readUnsigned(v, offsetStart + offsetSize * i, offsetSize);
         }
-        values[at] = field.value;
+        return null;
+      });
+      for (int i = 0; i < fields.length; i++) fields[i].write(v, values[i], metadata, out);
+    }
+
+    /** {@code byId} (null: none yet) with dictionary id {@code id}'s position looked up and kept. */
+    private int[] resolve(byte[] metadata, int[] byId, int id) {
+      int known = byId == null ? 0 : byId.length;
+      int[] grown = byId;
+      if (id >= known) {
+        grown = byId == null ? new int[id + 1] : Arrays.copyOf(byId, Math.max(id + 1, known * 2));
+        Arrays.fill(grown, known, grown.length, UNKNOWN);
       }
-      for (int i = 0; i < fields.length; i++) fields[i].write(values[i], out);
+      Integer at = positions.get(VariantUtil.getMetadataKey(metadata, id));
+      grown[id] = at == null ? NOT_IN_SCHEMA : at;
+      positionsById.put(metadata, grown);
+      return grown;
     }
 
     private static String join(String path, String name) {
@@ -164,19 +205,24 @@ abstract class VariantAvroWriter {
     }
 
     @Override
-    void write(Variant v, AvroOut out) {
-      if (isNull(v) || v.getType() != Type.ARRAY) throw mismatch(v, "an array");
-      int size = v.arraySize();
-      if (size > 0) {
-        out.varLong(size);
-        for (int i = 0; i < size; i++) element.write(v.getElementAtIndex(i), out);
-      }
+    void write(byte[] v, int pos, byte[] metadata, AvroOut out) {
+      if (isNull(v, pos) || VariantUtil.getType(v, pos) != Type.ARRAY) throw mismatch(v, pos, "an array");
+      VariantUtil.handleArray(v, pos, (size, offsetSize, offsetStart, dataStart) -> {
+        if (size > 0) {
+          out.varLong(size);
+          for (int i = 0; i < size; i++) {
+            int at = dataStart + VariantUtil.readUnsigned(v, offsetStart + offsetSize * i, offsetSize);
+            element.write(v, at, metadata, out);
+          }
+        }
+        return null;
+      });
       out.varLong(0);
     }
   }
 
   private interface Put {
-    void put(Variant value, AvroOut out);
+    void put(byte[] value, int pos, AvroOut out);
   }
 
   /** A primitive that takes exactly one variant type. */
@@ -193,9 +239,9 @@ abstract class VariantAvroWriter {
     }
 
     @Override
-    void write(Variant v, AvroOut out) {
-      if (isNull(v) || v.getType() != accepts) throw mismatch(v, avro);
-      put.put(v, out);
+    void write(byte[] v, int pos, byte[] metadata, AvroOut out) {
+      if (isNull(v, pos) || VariantUtil.getType(v, pos) != accepts) throw mismatch(v, pos, avro);
+      put.put(v, pos, out);
     }
   }
 
@@ -206,14 +252,14 @@ abstract class VariantAvroWriter {
     }
 
     @Override
-    void write(Variant v, AvroOut out) {
-      Type type = isNull(v) ? Type.NULL : v.getType();
+    void write(byte[] v, int pos, byte[] metadata, AvroOut out) {
+      Type type = isNull(v, pos) ? Type.NULL : VariantUtil.getType(v, pos);
       switch (type) {
-        case DOUBLE -> out.dbl(v.getDouble());
-        case FLOAT -> out.dbl(v.getFloat());
-        case LONG -> out.dbl(v.getLong());
-        case DECIMAL -> out.dbl(v.getDecimal().doubleValue());
-        default -> throw mismatch(v, "double");
+        case DOUBLE -> out.dbl(VariantUtil.getDouble(v, pos));
+        case FLOAT -> out.dbl(VariantUtil.getFloat(v, pos));
+        case LONG -> out.dbl(VariantUtil.getLong(v, pos));
+        case DECIMAL -> out.dbl(VariantUtil.getDecimal(v, pos).doubleValue());
+        default -> throw mismatch(v, pos, "double");
       }
     }
   }
@@ -228,18 +274,18 @@ abstract class VariantAvroWriter {
     }
 
     @Override
-    void write(Variant v, AvroOut out) {
-      Type type = isNull(v) ? Type.NULL : v.getType();
+    void write(byte[] v, int pos, byte[] metadata, AvroOut out) {
+      Type type = isNull(v, pos) ? Type.NULL : VariantUtil.getType(v, pos);
       BigDecimal number = switch (type) {
-        case LONG -> BigDecimal.valueOf(v.getLong());
-        case DECIMAL -> v.getDecimalWithOriginalScale();
-        default -> throw mismatch(v, "decimal(38," + scale + ")");
+        case LONG -> BigDecimal.valueOf(VariantUtil.getLong(v, pos));
+        case DECIMAL -> VariantUtil.getDecimalWithOriginalScale(v, pos);
+        default -> throw mismatch(v, pos, "decimal(38," + scale + ")");
       };
       BigDecimal scaled;
       try {
         scaled = number.setScale(scale, RoundingMode.UNNECESSARY);
       } catch (ArithmeticException e) {
-        throw mismatch(v, "decimal(38," + scale + "), which cannot hold " + number + " exactly");
+        throw mismatch(v, pos, "decimal(38," + scale + "), which cannot hold " + number + " exactly");
       }
       out.lengthPrefixed(scaled.unscaledValue().toByteArray());
     }

@@ -12,7 +12,7 @@ import java.util.List;
 import java.util.Map;
 import org.apache.avro.Schema;
 import org.apache.spark.sql.api.java.UDF2;
-import org.apache.spark.types.variant.Variant;
+import org.apache.spark.types.variant.VariantUtil;
 import org.apache.spark.types.variant.VariantUtil.Type;
 import org.apache.spark.unsafe.types.VariantVal;
 
@@ -39,13 +39,11 @@ public final class VariantToAvro implements UDF2<VariantVal, byte[], byte[]> {
   @Override
   public byte[] call(VariantVal value, byte[] schemas) {
     if (value == null) return null;
-    Variant variant = new Variant(value.getValue(), value.getMetadata());
-    if (variant.getType() == Type.NULL) return null;
-    Encoder encoder = encoders(schemas).pick(variant);
+    byte[] variant = value.getValue();
+    if (VariantUtil.getType(variant, 0) == Type.NULL) return null;
     if (out == null) out = new AvroOut();
     out.reset();
-    out.raw(encoder.frame);
-    encoder.writer.write(variant, out);
+    encoders(schemas).write(variant, value.getMetadata(), out);
     return out.toByteArray();
   }
 
@@ -61,13 +59,13 @@ public final class VariantToAvro implements UDF2<VariantVal, byte[], byte[]> {
       seenSchemas.clear();
       seenEncoders.clear();
     }
-    Encoders parsed = Encoders.parse(new String(schemas, StandardCharsets.UTF_8));
+    Encoders parsed = Encoders.parse(schemas);
     seenSchemas.add(schemas.clone());
     seenEncoders.add(parsed);
     return parsed;
   }
 
-  private record Encoder(byte[] frame, VariantAvroWriter writer) {
+  record Encoder(byte[] frame, VariantAvroWriter writer) {
     static Encoder parse(JsonNode idAndSchema) {
       int id = idAndSchema.get(0).asInt();
       Schema schema = new Schema.Parser().parse(idAndSchema.get(1).asText());
@@ -76,7 +74,18 @@ public final class VariantToAvro implements UDF2<VariantVal, byte[], byte[]> {
     }
   }
 
-  private record Encoders(Map<String, Encoder> objects, Encoder other) {
+  private record Shape(int[] ids, Encoder encoder) {}
+
+  /** The encoders of one schema list; also used by StagingFetch, without the UDF. */
+  record Encoders(Map<String, Encoder> objects, Encoder other, MetadataCache<List<Shape>> shapes) {
+    Encoders(Map<String, Encoder> objects, Encoder other) {
+      this(objects, other, new MetadataCache<>());
+    }
+
+    static Encoders parse(byte[] schemas) {
+      return parse(new String(schemas, StandardCharsets.UTF_8));
+    }
+
     static Encoders parse(String text) {
       JsonNode root;
       try {
@@ -95,24 +104,63 @@ public final class VariantToAvro implements UDF2<VariantVal, byte[], byte[]> {
       return new Encoders(objects, other == null || other.isNull() ? null : Encoder.parse(other));
     }
 
-    Encoder pick(Variant variant) {
+    /**
+     * Confluent-framed Avro of a non-null variant (its value bytes and key dictionary), appended
+     * to {@code out}.
+     */
+    void write(byte[] value, byte[] metadata, AvroOut out) {
+      Encoder encoder = pick(value, metadata);
+      out.raw(encoder.frame);
+      encoder.writer.write(value, 0, metadata, out);
+    }
+
+    private Encoder pick(byte[] value, byte[] metadata) {
       Encoder encoder = other;
-      if (variant.getType() == Type.OBJECT && !objects.isEmpty()) {
-        encoder = objects.get(shapeOf(variant));
+      if (VariantUtil.getType(value, 0) == Type.OBJECT && !objects.isEmpty()) {
+        encoder = byShape(value, metadata);
       }
       if (encoder == null) {
         throw new IllegalArgumentException(
-            "zync to-kafka: no schema was registered for a value of shape " + shapeOf(variant));
+            "zync to-kafka: no schema was registered for a value of shape " + shapeOf(value, metadata));
       }
       return encoder;
     }
 
-    private static String shapeOf(Variant variant) {
-      if (variant.getType() != Type.OBJECT) return variant.getType().name();
+    /**
+     * The encoder of an object's shape. Within one key dictionary, a shape is the list of its
+     * fields' dictionary ids: the key names are joined only the first time a task meets it.
+     */
+    private Encoder byShape(byte[] value, byte[] metadata) {
+      int[] ids = fieldIds(value);
+      List<Shape> known = shapes.get(metadata);
+      if (known == null) {
+        known = new ArrayList<>();
+        shapes.put(metadata, known);
+      }
+      for (Shape shape : known) {
+        if (Arrays.equals(shape.ids, ids)) return shape.encoder;
+      }
+      Encoder encoder = objects.get(shapeOf(value, metadata));
+      if (encoder != null) known.add(new Shape(ids, encoder));
+      return encoder;
+    }
+
+    private static int[] fieldIds(byte[] object) {
+      return VariantUtil.handleObject(object, 0, (size, idSize, offsetSize, idStart, offsetStart, dataStart) -> {
+        int[] ids = new int[size];
+        for (int i = 0; i < size; i++) ids[i] = VariantUtil.readUnsigned(object, idStart + idSize * i, idSize);
+        return ids;
+      });
+    }
+
+    /** An object's keys joined by "," (in the variant's order: sorted), else its type. */
+    private static String shapeOf(byte[] value, byte[] metadata) {
+      Type type = VariantUtil.getType(value, 0);
+      if (type != Type.OBJECT) return type.name();
       StringBuilder names = new StringBuilder();
-      for (int i = 0, n = variant.objectSize(); i < n; i++) {
-        if (i > 0) names.append(',');
-        names.append(variant.getFieldAtIndex(i).key);
+      for (int id : fieldIds(value)) {
+        if (names.length() > 0) names.append(',');
+        names.append(VariantUtil.getMetadataKey(metadata, id));
       }
       return names.toString();
     }
