@@ -227,6 +227,16 @@ def test_a_first_run_registers_from_a_sample_and_widens_for_what_it_missed(
     assert len(client.get_versions(n_subject)) == 2  # the first record's, then n as double
 
 
+def test_a_key_the_first_runs_sample_did_not_see_is_sent(
+    spark, stack: Stack, topic: str, lake: Path, monkeypatch: pytest.MonkeyPatch, sender: str
+) -> None:
+    monkeypatch.setattr(encode, "SAMPLE_SIZE", 1)  # the sample: one record, with no key
+    write_staging(spark, "S", topic, [(0, None, {"n": 1}), (1, {"id": 1}, {"n": 2})])
+    assert sync(spark, stack, "S", topic).sent == 2
+    records = read_topic(stack, topic)
+    assert [(r.key, r.value) for r in records] == [(None, {"n": 1}), ({"id": 1}, {"n": 2})]
+
+
 SENDERS = {
     "jvm": lambda spark, kafka, pool, topic: JvmSender(spark, kafka, pool, topic),
     "librdkafka": lambda spark, kafka, pool, topic: LibrdkafkaSender(kafka, pool, topic),

@@ -64,6 +64,7 @@ class LibrdkafkaSender:
                 "batch.size": 1_000_000,
                 "queue.buffering.max.messages": 1_000_000,
                 "queue.buffering.max.kbytes": 1_048_576,
+                "retry.backoff.ms": 10,  # see jvm_sender: a transaction's first send retries
             },
         )
         try:
