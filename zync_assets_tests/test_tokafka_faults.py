@@ -12,26 +12,50 @@ from pathlib import Path
 import pytest
 
 from bench.tokafka_bench import write_staging
+from zync_assets.kafka.clients import ensure_topic
+from zync_assets.kafka.offsets import watermarks
 from zync_assets.tokafka.position import OFFSET_HEADER
 from zync_assets_tests.conftest import ZYNC, Stack, read_topic, run_zync
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
+def _high_water(stack: Stack, topic: str) -> int:
+    return sum(p.high for p in watermarks(stack.kafka, [topic])[topic])
+
+
+def _kill_once_past(proc: subprocess.Popen, stack: Stack, topic: str, mark: int) -> None:
+    """kill -9 the run as soon as the topic's high-water mark passes `mark`: mid-send."""
+    deadline = time.monotonic() + 120
+    while _high_water(stack, topic) < mark:
+        assert proc.poll() is None, "to-kafka ended before the kill: make the sync larger"
+        assert time.monotonic() < deadline, "to-kafka sent nothing for 120 s"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+
+
 def test_kill_9_during_a_large_sync_then_resume_sends_each_record_once_in_order(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
-    count = 160_000
+    count, size = 160_000, 8000  # 20 transactions
     write_staging(spark, "Big", topic, count)
+    ensure_topic(stack.kafka, topic)
     env = stack.env(ZYNC_LAKE=str(lake))
-    command = [ZYNC, "to-kafka", "--pool", "Big", "--transaction-size", "16000"]
+    command = [ZYNC, "to-kafka", "--pool", "Big", "--transaction-size", str(size)]
     rng = random.Random(11)
-    for _ in range(5):
+    for attempt in range(5):
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)  # fmt: skip
-        time.sleep(rng.uniform(11, 16))  # Spark starts in ~8s: kills land in survey or sends
-        os.killpg(proc.pid, signal.SIGKILL)
+        if attempt == 0:  # while Spark starts, reads the pool or encodes: nothing sent yet
+            time.sleep(rng.uniform(3, 8))
+            assert proc.poll() is None
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:  # after 1 to 3 more transactions: the one open then is cut short
+            mark = _high_water(stack, topic) + rng.randint(1, 3) * size + rng.randint(1, size)
+            _kill_once_past(proc, stack, topic, mark)
         proc.wait()
+    sent = read_topic(stack, topic, decode=False)
+    assert 0 < len(sent) < count  # the kills cut the sync short; some of it is in
     done = run_zync(*command[1:], env=env, timeout=600)
     assert done.returncode == 0, done.stderr
     records = read_topic(stack, topic, decode=False)  # read_committed: aborted batches hidden
