@@ -1,13 +1,15 @@
 """Staging output records → Confluent-framed Avro key/value bytes, encoded in Spark.
 
-A cheap job checks the offsets to send are dense. The schemas already registered
-for the topic are tried first (`registered_encoding`); a first run types its first
-SAMPLE_SIZE records in that same job (zync's `zync_variant_type`) and registers one
-schema per shape (top-level field names). When a record does not fit, the rest are
-surveyed in full and the schemas widened. `zync_variant_avro` writes each record as
-Avro straight from its VARIANT bytes on the executors, so the driver only moves
-bytes. Both functions are zync's own (jvm/src): Spark's `schema_of_variant_agg` and
-`variant_get` into a struct cost ~25 µs per record, these ~1 µs.
+The schemas already registered for the topic are tried first (`registered_encoding`);
+a first run types its first SAMPLE_SIZE records in the job that checks the offsets
+(`survey`, with zync's `zync_variant_type`) and registers one schema per shape
+(top-level field names). When a record does not fit, the rest are surveyed in full
+and the schemas widened. An `Encoding` carries the schemas to zync's Avro writer,
+which writes each record straight from its VARIANT bytes on the executors: inside
+the JVM sender's own job (zync.spark.StagingFetch), or as the SQL function
+`zync_variant_avro` (`encoded`, for the librdkafka sender). Both are zync's own
+(jvm/src): Spark's `schema_of_variant_agg` and `variant_get` into a struct cost
+~25 µs per record, these ~1 µs.
 """
 
 from __future__ import annotations
