@@ -152,48 +152,43 @@ class _Run:
     transaction_size: int
     progress: Progress | None
     checked: bool  # whether the offsets from the start on were found dense
+    sent: int = 0  # records committed so far
     subjects: dict[str, int] = field(default_factory=dict)
 
     def send_all(self, codec: Encoding, start: int) -> int:
         """Encode with `codec` and send from `start` on; when a record does not fit its
         schemas, survey the rest in full, register, go on (a record that does not fit what
         a full survey registered is refused). Returns the records sent."""
-        sent = 0  # committed by earlier attempts
         surveyed = False
         while True:
             try:
-                sent += self._send_from(codec, start, start + sent)
+                self._send_from(codec, start)
                 self.subjects = codec.subjects
-                return sent
-            except _Refused as refused:
-                sent += refused.sent
+                return self.sent
+            except EncoderRefused:
                 if surveyed:
-                    raise refused.error from None
+                    raise
             # A new shape or a wider type: survey the rest, register, go on. A chunk is
             # fetched only after the one before it committed, so `sent` is where it starts.
-            found, types = survey(self.outputs, start + sent)
+            found, types = survey(self.outputs, start + self.sent)
             if not self.checked:
                 self._check(start, found)
             codec = encoding(types, self.topic, self.registry)
             surveyed = True
 
-    def _send_from(self, codec: Encoding, start: int, low: int) -> int:
-        sent = 0
-        try:
-            first = _spark_job(
-                lambda: self.sender.first_fetch(self.outputs, codec, low, FETCH_BYTES), low, None
-            )
-            if not self.checked:
-                self._check(start, first.span)
-            end = low + first.span.count
-            for fetched, begin, stop in _chunks(self, codec, first, low, end):
-                self.sender.send(fetched, begin, stop)
-                sent += stop - begin
-                if self.progress:
-                    self.progress(self.topic, low - start + sent, end - start)
-        except EncoderRefused as exc:
-            raise _Refused(sent, exc) from exc
-        return sent
+    def _send_from(self, codec: Encoding, start: int) -> None:
+        low = start + self.sent
+        first = _spark_job(
+            lambda: self.sender.first_fetch(self.outputs, codec, low, FETCH_BYTES), low, None
+        )
+        if not self.checked:
+            self._check(start, first.span)
+        end = low + first.span.count
+        for fetched, begin, stop in _chunks(self, codec, first, low, end):
+            self.sender.send(fetched, begin, stop)
+            self.sent += stop - begin
+            if self.progress:
+                self.progress(self.topic, self.sent, end - start)
 
     def _check(self, start: int, found: Span) -> None:
         _check_continues(self.pool, self.topic, start, found)
@@ -201,14 +196,6 @@ class _Run:
 
     def fetch(self, codec: Encoding, low: int, high: int) -> Fetched:
         return _spark_job(lambda: self.sender.fetch(self.outputs, codec, low, high), low, high)
-
-
-class _Refused(Exception):
-    """An EncoderRefused after `sent` records of a _send_from were committed."""
-
-    def __init__(self, sent: int, error: EncoderRefused) -> None:
-        self.sent = sent
-        self.error = error
 
 
 def _ensure_topic(kafka: KafkaSettings, topic: str, partitions: int | None) -> None:

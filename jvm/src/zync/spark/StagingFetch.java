@@ -143,10 +143,7 @@ public final class StagingFetch {
     }
   }
 
-  /**
-   * One task: span every row, encode and pack the rows of [low, high). Packed record: offset (8
-   * bytes), key length (4, -1 for null), key, value length (4, -1 for null), value.
-   */
+  /** One task: span every row, encode and pack (EncodedBatch's layout) the rows of [low, high). */
   private static final class Encode implements FlatMapFunction<Iterator<InternalRow>, Part> {
     private static final long serialVersionUID = 1L;
     private final byte[] keySchemas;
@@ -177,7 +174,7 @@ public final class StagingFetch {
         long offset = row.getLong(0);
         part.span.add(offset, start);
         if (!packing || offset < low || offset >= high) continue;
-        out.fixedLong(offset);
+        EncodedBatch.appendOffset(out, offset);
         pack(row, 1, keys, out);
         pack(row, 2, values, out);
         part.records++;
@@ -194,18 +191,17 @@ public final class StagingFetch {
       return List.of(part).iterator();
     }
 
-    /** A length, then the Avro; -1 for SQL NULL and for a variant null (a tombstone). */
+    /** The Avro of a column; none for SQL NULL and for a variant null (a tombstone). */
     private static void pack(InternalRow row, int column, VariantToAvro.Encoders encoders, AvroOut out) {
       VariantVal variant = row.isNullAt(column) ? null : row.getVariant(column);
       byte[] value = variant == null ? null : variant.getValue();
       if (value == null || VariantUtil.getType(value, 0) == Type.NULL) {
-        out.fixedInt(-1);
+        EncodedBatch.appendNull(out);
         return;
       }
-      int at = out.size();
-      out.fixedInt(0);
+      int at = EncodedBatch.beginBytes(out);
       encoders.write(value, variant.getMetadata(), out);
-      out.intAt(at, out.size() - at - 4);
+      EncodedBatch.endBytes(out, at);
     }
   }
 }
