@@ -42,8 +42,17 @@ def sync(spark, stack: Stack, pool: str, topic: str, **kwargs):
     return sync_topic(spark, pool, topic, stack.kafka, Registry(stack.registry_settings), **kwargs)
 
 
-def staging_offsets(records) -> list[int]:
-    return [int(r.headers[OFFSET_HEADER]) for r in records]
+def key_ids(records) -> list[int]:
+    return [r.key["id"] for r in records]
+
+
+def tagged(records) -> dict[int, int]:
+    """{index: zync.offset} of the records that carry the headers (in these tests a record's
+    key id is its staging offset, so the two must agree)."""
+    found = {i: int(r.headers[OFFSET_HEADER]) for i, r in enumerate(records) if r.headers}
+    assert all(records[i].key["id"] == offset for i, offset in found.items()), found
+    assert {records[i].headers[POOL_HEADER] for i in found} <= {b"S"}
+    return found
 
 
 @pytest.fixture(params=["jvm", "librdkafka"])
@@ -70,11 +79,11 @@ def test_sends_from_where_the_topic_stands_and_never_twice(
     second = sync(spark, stack, "S", topic, transaction_size=1)  # four transactions
     assert (second.sent, second.first_offset) == (4, 5)
     records = read_topic(stack, topic)
-    assert staging_offsets(records) == list(range(9))
     assert [(r.key, r.value) for r in records] == [
         ({"id": i}, {"id": i, "n": i * 10}) for i in range(9)
     ]
-    assert {r.headers[POOL_HEADER] for r in records} == {b"S"}
+    # Where the next run resumes: the last record of each transaction carries the headers.
+    assert tagged(records) == {4: 4, 5: 5, 6: 6, 7: 7, 8: 8}
 
 
 def test_a_sync_over_the_fetch_budget_goes_in_windows(
@@ -86,7 +95,7 @@ def test_a_sync_over_the_fetch_budget_goes_in_windows(
     result = sync(spark, stack, "S", topic, transaction_size=2)
     assert (result.sent, result.next_offset) == (7, 7)
     records = read_topic(stack, topic)
-    assert staging_offsets(records) == list(range(7))
+    assert max(tagged(records)) == 6
     assert [(r.key, r.value) for r in records] == [(k, v) for _o, k, v in rows]
 
 
@@ -186,7 +195,7 @@ def test_later_runs_reuse_registered_schemas_and_survey_only_a_new_shape(
     resurveyed_from = 5 if sender == "jvm" else 6
     assert (third.sent, third.first_offset, surveys) == (3, 5, [resurveyed_from])
     records = read_topic(stack, topic)
-    assert staging_offsets(records) == list(range(8))
+    assert key_ids(records) == list(range(8))
     assert [r.value for r in records[5:]] == [
         {"id": 5, "n": 5},
         {"id": 6, "n": 6.25},
@@ -215,7 +224,7 @@ def test_a_first_run_registers_from_a_sample_and_widens_for_what_it_missed(
     result = sync(spark, stack, "S", topic, transaction_size=1)
     assert result.sent == 4
     records = read_topic(stack, topic)
-    assert staging_offsets(records) == [0, 1, 2, 3]
+    assert key_ids(records) == [0, 1, 2, 3]
     assert [r.value for r in records] == [
         {"id": 0, "n": 1}, {"id": 1, "n": 2.5}, {"id": 2, "tag": "x"}, {"id": 3, "n": 4.0},
     ]  # fmt: skip
@@ -276,7 +285,7 @@ def test_a_sender_that_was_taken_over_says_so_and_commits_nothing(
         old.send(fetched, 0, 1)
     old.close()
     new.close()
-    assert staging_offsets(read_topic(stack, topic)) == [0]  # nothing of the fenced one
+    assert [r.value for r in read_topic(stack, topic)] == [{"n": 1}]  # none of the fenced
 
 
 @pytest.mark.parametrize("kind", SENDERS)
@@ -376,12 +385,16 @@ def test_partitions_spread_keys_and_keep_each_partition_contiguous(
     write_staging(spark, "P", topic, rows[40:])
     assert sync(spark, stack, "P", topic).sent == 20
     records = read_topic(stack, topic)
-    assert sorted(staging_offsets(records)) == list(range(60))  # each exactly once
-    by_partition: dict[int, list[int]] = {}
+    assert sorted(r.value["n"] for r in records) == list(range(60))  # each exactly once
+    by_partition: dict[int, list] = {}
     for r in records:
-        by_partition.setdefault(r.partition, []).append(int(r.headers[OFFSET_HEADER]))
+        by_partition.setdefault(r.partition, []).append(r)
     assert len(by_partition) > 1
-    assert all(offsets == sorted(offsets) for offsets in by_partition.values())
+    for part in by_partition.values():
+        offsets = [r.value["n"] for r in part]
+        assert offsets == sorted(offsets)
+        # The last record of each partition says where the next run resumes.
+        assert int(part[-1].headers[OFFSET_HEADER]) == offsets[-1]
     partition_of_key = {}
     for r in records:
         assert partition_of_key.setdefault(r.key["id"], r.partition) == r.partition

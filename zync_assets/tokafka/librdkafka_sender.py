@@ -104,8 +104,14 @@ class LibrdkafkaSender:
     def _produce(self, part: pa.Table) -> None:
         first = part.column("offset")[0].as_py()
         keys, values = part.column("key").to_pylist(), part.column("value").to_pylist()
+        # The next run reads the headers from each partition's last committed record (see
+        # KafkaSender): with one partition only the transaction's last record needs them.
+        # With more, librdkafka picks the partitions, and every record carries them.
+        tag_all = self._partition_count() > 1
+        last = len(keys) - 1
         for index, (key, value) in enumerate(zip(keys, values, strict=True)):
-            headers = [self._pool_header, offset_header(first + index)]
+            tagged = tag_all or index == last
+            headers = [self._pool_header, offset_header(first + index)] if tagged else None
             while True:
                 try:
                     self._producer.produce(self._topic, value=value, key=key, headers=headers)
@@ -114,6 +120,10 @@ class LibrdkafkaSender:
                     self._producer.poll(0.05)
             if index % 10_000 == 0:
                 self._producer.poll(0)
+
+    def _partition_count(self) -> int:
+        metadata = self._producer.list_topics(self._topic, timeout=clients.CONNECT_TIMEOUT_S)
+        return len(metadata.topics[self._topic].partitions)
 
     def _abort(self, exc: KafkaException) -> None:
         error: KafkaError = exc.args[0]

@@ -1,7 +1,8 @@
 """Where an output topic stands: the staging offset of the last record committed to it.
 
-Every record to-kafka sends carries two headers, `zync.pool` and `zync.offset` (its
-staging offset). Kafka offsets cannot be used for this: transaction markers and
+The last record each to-kafka transaction writes to a partition carries two headers,
+`zync.pool` and `zync.offset` (its staging offset); other records may (see KafkaSender
+in jvm/src for which). Kafka offsets cannot be used for this: transaction markers and
 aborted batches occupy offsets too. So the position is read from the last
 committed record of each partition (a read_committed consumer over the tail).
 A record without the headers, or from another pool, is not ours: the topic is

@@ -9,6 +9,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.clients.producer.internals.BuiltInPartitioner;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.header.internals.RecordHeaders;
@@ -19,9 +20,14 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * encoded go straight to Kafka without crossing into Python (which cost more than the encoding).
  *
  * <p>The transactional id is fixed per (pool, topic) by the caller, so the constructor's {@code
- * initTransactions} fences any older producer and aborts what it left open. Each record carries
- * the headers {@code zync.pool} and {@code zync.offset} (its staging offset), from which the next
- * run finds where the topic stands.
+ * initTransactions} fences any older producer and aborts what it left open.
+ *
+ * <p>The next run finds where the topic stands from the last committed record of each partition,
+ * which must carry the headers {@code zync.pool} and {@code zync.offset} (its staging offset). So
+ * the last record a transaction writes to each partition carries them, and records without a key
+ * (whose partition the producer picks) do; the others go without: two headers per record cost a
+ * quarter of the send time. To know each partition's last record, keyed records are partitioned
+ * here, the way Kafka's default partitioner (and librdkafka's murmur2_random) does.
  */
 public final class KafkaSender implements AutoCloseable {
   private static final String POOL_HEADER = "zync.pool";
@@ -55,12 +61,17 @@ public final class KafkaSender implements AutoCloseable {
     producer.beginTransaction();
     FirstFailure failure = new FirstFailure();
     try {
+      Partitions partitions = Partitions.of(batch, from, to, producer.partitionsFor(topic).size());
       for (int i = from; i < to; i++) {
-        byte[] offset = Long.toString(batch.first + i).getBytes(StandardCharsets.US_ASCII);
-        Header[] headers = {poolHeader, new RecordHeader(OFFSET_HEADER, offset)};
+        Integer partition = partitions.of(i);
+        RecordHeaders headers = null;
+        if (partition == null || partitions.isLast(i)) {
+          byte[] offset = Long.toString(batch.first + i).getBytes(StandardCharsets.US_ASCII);
+          Header[] both = {poolHeader, new RecordHeader(OFFSET_HEADER, offset)};
+          headers = new RecordHeaders(both);
+        }
         producer.send(
-            new ProducerRecord<>(
-                topic, null, null, batch.key(i), batch.value(i), new RecordHeaders(headers)),
+            new ProducerRecord<>(topic, partition, null, batch.key(i), batch.value(i), headers),
             failure);
       }
       producer.commitTransaction(); // flushes; throws if a send failed
@@ -81,6 +92,50 @@ public final class KafkaSender implements AutoCloseable {
   @Override
   public void close() {
     producer.close(Duration.ofSeconds(5));
+  }
+
+  /**
+   * Where the records {@code [from, to)} go: by key hash (null for no key: the producer picks),
+   * and which record is the last one of its partition.
+   */
+  private static final class Partitions {
+    private final int from;
+    private final int[] partition; // per record; -1: no key
+    private final boolean[] last;
+
+    private Partitions(int from, int[] partition, boolean[] last) {
+      this.from = from;
+      this.partition = partition;
+      this.last = last;
+    }
+
+    static Partitions of(EncodedBatch batch, int from, int to, int count) {
+      int[] partition = new int[to - from];
+      boolean[] last = new boolean[to - from];
+      if (count == 1) {
+        last[to - from - 1] = true; // every record, with a key or not, goes to partition 0
+        return new Partitions(from, partition, last);
+      }
+      int[] lastOf = new int[count];
+      java.util.Arrays.fill(lastOf, -1);
+      for (int i = from; i < to; i++) {
+        byte[] key = batch.key(i);
+        int p = key == null ? -1 : BuiltInPartitioner.partitionForKey(key, count);
+        partition[i - from] = p;
+        if (p >= 0) lastOf[p] = i - from;
+      }
+      for (int index : lastOf) if (index >= 0) last[index] = true;
+      return new Partitions(from, partition, last);
+    }
+
+    Integer of(int i) {
+      int p = partition[i - from];
+      return p < 0 ? null : p;
+    }
+
+    boolean isLast(int i) {
+      return last[i - from];
+    }
   }
 
   /** Keeps the first send failure: commitTransaction's own error only says the state is bad. */
