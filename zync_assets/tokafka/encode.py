@@ -88,6 +88,13 @@ def outputs_from(spark: SparkSession, pool: str, topic: str, start: int) -> Data
     )
 
 
+def load_files(spark: SparkSession, pool: str) -> None:
+    """Plan a read of `pool` that matches no file. Delta loads the pool's newest snapshot
+    (its files and their statistics, cached for the reads planned after it): after each
+    commit that takes about half a second, which a caller can spend waiting on Kafka."""
+    _staging(spark, pool).where(F.col("kafka.offset") < 0).inputFiles()
+
+
 def span(outputs: DataFrame, start: int) -> Span:
     """Offsets of the records from `start` on (reads no keys or values); `outputs` may
     begin one record earlier, to learn whether staging has the record before `start`."""

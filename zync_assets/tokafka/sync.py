@@ -15,7 +15,9 @@ registered.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -96,12 +98,31 @@ def sync_topic(
     progress: Progress | None = None,
     transaction_size: int = TRANSACTION_SIZE,
 ) -> SyncResult:
-    _ensure_topic(kafka, topic, partitions)
-    sender = open_sender(spark, kafka, pool, topic)  # fences any older to-kafka first
+    loading = _load_files_meanwhile(spark, pool)
     try:
-        return _sync(spark, pool, topic, kafka, registry, sender, progress, transaction_size)
+        _ensure_topic(kafka, topic, partitions)
+        sender = open_sender(spark, kafka, pool, topic)  # fences any older to-kafka first
+        try:
+            return _sync(
+                spark, pool, topic, kafka, registry, sender, loading, progress, transaction_size
+            )
+        finally:
+            sender.close()
     finally:
-        sender.close()
+        loading.join()  # no planning left running when this returns or raises
+
+
+def _load_files_meanwhile(spark: SparkSession, pool: str) -> threading.Thread:
+    """Delta loads the pool's snapshot in a thread while Kafka says where the topic
+    stands; the read planned after finds it cached. Its errors are the read's to report."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            encode.load_files(spark, pool)
+
+    thread = threading.Thread(target=load, name="zync-load-pool-files", daemon=True)
+    thread.start()
+    return thread
 
 
 def _sync(
@@ -111,12 +132,14 @@ def _sync(
     kafka: KafkaSettings,
     registry: Registry,
     sender: Sender,
+    loading: threading.Thread,
     progress: Progress | None,
     transaction_size: int,
 ) -> SyncResult:
     before = watermarks(kafka, [topic])[topic]
     position = topic_position(kafka, topic, pool, before)
     start = position.next_offset
+    loading.join()
     outputs = outputs_from(spark, pool, topic, max(start - 1, 0))
     # Steady state: the schemas earlier runs registered fit, and one job checks the offsets
     # and encodes the records (the sender's first fetch). A first run types its first
