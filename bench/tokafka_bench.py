@@ -9,9 +9,10 @@ Side by side in one process, against one broker:
           - the process's first sync, to a new topic (to-kafka's code paths cold,
             as in a fresh `zync to-kafka`): types a sample, registers schemas;
           - the same, warm;
-          - warm, the steady state: the topic already holds ten records (both
-            shapes) sent by an earlier sync, so its schemas are registered, and N
-            new records follow;
+          - warm, the steady state, twice (the better run is reported, as for the
+            plain producer): the topic already holds ten records (both shapes) sent
+            by an earlier sync, so its schemas are registered, and N new records
+            follow;
           - the steady state again with the librdkafka sender that Spark Connect
             sessions use (records through Arrow into Python, sent by confluent-kafka)
 The plain producer runs twice and the better run is the baseline.
@@ -115,7 +116,7 @@ def main() -> None:
         spark = spark_session("zync-bench")
         topic = f"bench_out_{uuid.uuid4().hex[:6]}"
         runs = {  # run -> records an earlier sync sent to its topic (registering the schemas)
-            "cold": 0, "first": 0, "steady": 10, "librdkafka": 10,
+            "cold": 0, "first": 0, "steady": 10, "steady again": 10, "librdkafka": 10,
         }  # fmt: skip
         seconds = {}
 
@@ -134,11 +135,14 @@ def main() -> None:
             if before:  # ten records (both shapes) sent first, then the timed sync's
                 sync_topic(spark, "BenchStaging", f"{topic}_{run}", kafka, registry)
                 write_staging(spark, "BenchStaging", f"{topic}_{run}", count, first=before)
-        for run in ("first", "steady", "librdkafka"):
+        for run in ("first", "steady", "steady again", "librdkafka"):
             timed(run)
         records = sent_bytes(kafka, f"{topic}_first", count)
         plain_s = min(plain_producer(kafka, f"{topic}_plain{i}", records) for i in range(2))
         size = sum(len(k) + len(v) for k, v in records[:10_000]) / 10_000
+
+    steady_runs = sorted((seconds["steady"], seconds["steady again"]))
+    seconds["steady"] = steady_runs[0]
 
     def row(label: str, run: str) -> str:
         took = seconds[run]
@@ -158,7 +162,11 @@ def main() -> None:
         f"{plain_s:.1f} | {count / plain_s:,.0f} | 1.00 |",
         row("zync to-kafka (`sync_topic`), the process's first sync, a new topic", "cold"),
         row("zync to-kafka, warm, a new topic (types a sample, registers schemas)", "first"),
-        row("zync to-kafka, warm, a topic synced before (the steady state)", "steady"),
+        row(
+            "zync to-kafka, warm, a topic synced before (the steady state; best of 2, the "
+            f"other took {steady_runs[1]:.1f} s)",
+            "steady",
+        ),
         row("zync to-kafka, warm, steady state, librdkafka sender (Spark Connect)", "librdkafka"),
         "",
     ]
