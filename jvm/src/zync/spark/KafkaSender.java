@@ -113,7 +113,7 @@ public final class KafkaSender implements AutoCloseable {
       int[] partition = new int[to - from];
       boolean[] last = new boolean[to - from];
       if (count == 1) {
-        last[to - from - 1] = true; // every record, with a key or not, goes to partition 0
+        if (to > from) last[to - from - 1] = true; // all go to partition 0, keyed or not
         return new Partitions(from, partition, last);
       }
       int[] lastOf = new int[count];
