@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from zync_assets.errors import ZyncError
+from zync_assets.kafka.clients import cluster_metadata
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import pool_path
 from zync_assets.tokafka import encode
@@ -450,6 +451,14 @@ def test_values_sinks_cannot_type_are_refused_with_the_field(
     write_staging(spark, "T", topic + "x", [(0, None, {"bad name": 1})])
     with pytest.raises(ZyncError, match="field bad name is not a valid Avro name"):
         sync(spark, stack, "T", topic + "x")
+
+
+def test_a_missing_pool_is_refused_before_a_topic_is_made(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    with pytest.raises(ZyncError, match="staging pool Nope does not exist"):
+        sync(spark, stack, "Nope", topic)  # e.g. a Dagster run after the pool was dropped
+    assert topic not in cluster_metadata(stack.kafka).topics
 
 
 def test_cli_syncs_and_reports_each_topic(spark, stack: Stack, topic: str, lake: Path) -> None:

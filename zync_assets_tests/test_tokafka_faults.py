@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from bench.tokafka_bench import write_staging
-from zync_assets.kafka.clients import ensure_topic
+from zync_assets.kafka.clients import consumer, ensure_topic
 from zync_assets.kafka.offsets import watermarks
 from zync_assets_tests.conftest import ZYNC, Stack, read_topic, run_zync
 
@@ -24,19 +25,24 @@ def _high_water(stack: Stack, topic: str) -> int:
 
 
 def _kill_once_past(proc: subprocess.Popen, stack: Stack, topic: str, mark: int) -> None:
-    """kill -9 the run as soon as the topic's high-water mark passes `mark`: mid-send."""
-    deadline = time.monotonic() + 120
-    while _high_water(stack, topic) < mark:
-        assert proc.poll() is None, "to-kafka ended before the kill: make the sync larger"
-        assert time.monotonic() < deadline, "to-kafka sent nothing for 120 s"
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)
+    """kill -9 the run as soon as the topic's high-water mark passes `mark`: mid-send. One
+    consumer polls every few milliseconds: a sync sends a transaction in tens of them."""
+    reader = consumer(stack.kafka)
+    try:
+        deadline = time.monotonic() + 120
+        while reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1] < mark:
+            assert proc.poll() is None, "to-kafka ended before the kill: make the sync larger"
+            assert time.monotonic() < deadline, "to-kafka sent nothing for 120 s"
+            time.sleep(0.002)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        reader.close()
 
 
 def test_kill_9_during_a_large_sync_then_resume_sends_each_record_once_in_order(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
-    count, size = 160_000, 8000  # 20 transactions
+    count, size = 200_000, 4000  # 50 transactions (one partition)
     write_staging(spark, "Big", topic, count)
     ensure_topic(stack.kafka, topic)
     env = stack.env(ZYNC_LAKE=str(lake))

@@ -67,9 +67,13 @@ class Encoding:
         return _avro("value", self.value_schemas)
 
 
+def require_staging(pool: str) -> str:
+    """The staging pool's path; a ZyncError if there is no such pool."""
+    return require_pool(pool, "staging pool", STAGING_HINT)
+
+
 def _staging(spark: SparkSession, pool: str) -> DataFrame:
-    path = require_pool(pool, "staging pool", STAGING_HINT)
-    return spark.read.format("delta").load(path)
+    return spark.read.format("delta").load(require_staging(pool))
 
 
 def output_topics(spark: SparkSession, pool: str) -> list[str]:

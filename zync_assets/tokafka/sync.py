@@ -98,6 +98,7 @@ def sync_topic(
     progress: Progress | None = None,
     transaction_size: int = TRANSACTION_SIZE,
 ) -> SyncResult:
+    encode.require_staging(pool)  # before Kafka: a typo in the pool creates no topic
     loading = _load_files_meanwhile(spark, pool)
     try:
         _ensure_topic(kafka, topic, partitions)
