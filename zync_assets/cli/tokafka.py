@@ -51,12 +51,11 @@ def to_kafka(
     exit_after: str | None,
 ) -> None:
     """Send staging output records to Kafka from each topic's last committed record on."""
-    from zync_assets.pools import require_pool
     from zync_assets.spark import spark_session
-    from zync_assets.tokafka.encode import STAGING_HINT
+    from zync_assets.tokafka.encode import require_staging
     from zync_assets.tokafka.sync import sync_pool
 
-    require_pool(pool, "staging pool", STAGING_HINT)  # before paying for Spark's start
+    require_staging(pool)  # before paying for Spark's start
     pause, idle = parse_duration(interval), parse_duration(exit_after) if exit_after else None
     kafka, registry = kafka_settings(), Registry(registry_settings())
     started = time.monotonic()
