@@ -4,9 +4,10 @@ Every pending input event gets one status:
 
     paired     a denorm event matched one-to-one with a partner (in source order per join key)
     released   a stateless event, free to go
-    blocked    a stateless event behind an earlier event of the same Kafka key (same
-               topic-partition) that is still waiting: it keeps waiting, so an update
-               is never emitted before the create it follows
+    blocked    an event behind an earlier pending event of the same Kafka key (same
+               topic-partition): it keeps waiting, so an update is never emitted before
+               the create it follows. A denorm event whose partner is blocked is blocked
+               too (`__held` says which: `key` or `partner`); the pair forms later.
     waiting    a denorm event without a partner (yet)
     expired    a waiting event older than its rule's `expire-after`
     unmatched  no rule takes it (done, with no output: it would never be taken)
@@ -17,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -58,6 +60,18 @@ def route(events: DataFrame, rules: list[CompiledRule]) -> DataFrame:
     return events.select(
         "*", choice.alias("__rule"), position().alias("__pos"), chain.alias("__chain")
     )
+
+
+@dataclass(frozen=True)
+class Classified:
+    """The routed events with their `__status`, and the cache it is read from: `release()`
+    it when the pass is done."""
+
+    events: DataFrame
+    cache: DataFrame
+
+    def release(self) -> None:
+        self.cache.unpersist()
 
 
 @dataclass(frozen=True)
@@ -110,21 +124,23 @@ def classify(
     pairs: list[Pairs],
     raw_end: Offsets,
     now: dt.datetime,
-) -> DataFrame:
-    """Add `__status` to every routed event (see the module doc)."""
+) -> Classified:
+    """Add `__status` (see the module doc) and `__held` to every routed event."""
     paired = None
     for found in pairs:
-        both = found.frame.select(*coords("left.kafka")).unionByName(
-            found.frame.select(*coords("right.kafka"))
+        both = found.frame.select(
+            *coords("left.kafka"), _coord_struct("right.kafka").alias("__partner")
+        ).unionByName(
+            found.frame.select(
+                *coords("right.kafka"), _coord_struct("left.kafka").alias("__partner")
+            )
         )
         paired = both if paired is None else paired.unionByName(both)
     flagged = routed.select("*", *coords())
     if paired is not None:
-        flagged = flagged.join(
-            paired.withColumn("__paired", F.lit(True)), [f"__{c}" for c in COORDS], "left"
-        )
+        flagged = flagged.join(paired, [f"__{c}" for c in COORDS], "left")
     else:
-        flagged = flagged.withColumn("__paired", F.lit(None).cast("boolean"))
+        flagged = flagged.withColumn("__partner", F.lit(None).cast(_COORD_TYPE))
 
     kind = {r.number: r.rule.type for r in rules}
     denorm = F.col("__rule").isin([n for n, t in kind.items() if t == "denorm"] or [-1])
@@ -135,20 +151,77 @@ def classify(
             expired = expired | (mine & _expiry_condition(rule, raw_end, now))
     status = (
         F.when(F.col("__rule") == 0, "unmatched")
-        .when(denorm & F.col("__paired").isNotNull(), "paired")
+        .when(denorm & F.col("__partner").isNotNull(), "paired")
         .when(denorm & expired, "expired")
         .when(denorm, "waiting")
         .otherwise("released")
     )
-    flagged = flagged.withColumn("__status", status)
-    # A stateless event behind a waiting event of its chain waits too.
+    flagged = flagged.withColumn("__status", status).withColumn(
+        "__held", F.lit(None).cast("string")
+    )
+    return _hold_back(flagged)
+
+
+_COORD_TYPE = "struct<topic: string, partition: int, offset: bigint>"
+HELD_BY_KEY = "key"  # an earlier event of its own Kafka key is pending
+HELD_BY_PARTNER = "partner"  # its partner is held back by the partner's own key
+
+
+def _coord_struct(prefix: str) -> Column:
+    return F.struct(*(F.col(f"{prefix}.{c}").alias(c) for c in COORDS))
+
+
+def _hold_back(flagged: DataFrame) -> Classified:
+    """Per-key order: an event behind a pending (waiting or blocked) event of its own
+    Kafka key is blocked, whether it is stateless or one side of a pair, so its output
+    can never precede the output of the event it waits behind (in this pass or a later
+    one). A pair with one side blocked does not form: its other side is blocked too,
+    which may hold back the later events of that side's key, and so on. Each round of
+    this fixpoint only adds blocked events, so it ends: in one round unless pairs break.
+    """
     earlier = (
         Window.partitionBy("__chain").orderBy("__offset").rowsBetween(Window.unboundedPreceding, -1)
     )
-    waiting_before = F.max((F.col("__status") == "waiting").cast("int")).over(earlier)
-    blocked = (
-        (F.col("__status") == "released") & F.col("__chain").isNotNull() & (waiting_before == 1)
+    current, cached = flagged, []
+    while True:
+        holding = F.col("__status").isin(*WAITING_STATES).cast("int")
+        behind = F.max(holding).over(earlier) == 1
+        stops = F.col("__status").isin("released", "paired") & F.col("__chain").isNotNull() & behind
+        step = current.withColumn("__stops", stops).persist(StorageLevel.MEMORY_AND_DISK)
+        broken = step.where(F.col("__stops") & (F.col("__status") == "paired")).select(
+            *coords("__partner")
+        )
+        breaks = broken.count()  # reads all of `step`, so the cache is complete
+        _release(cached)
+        if breaks == 0:
+            return Classified(_block(step, F.col("__stops"), HELD_BY_KEY).drop("__stops"), step)
+        marked = step.join(
+            broken.withColumn("__partner_held", F.lit(True)), [f"__{c}" for c in COORDS], "left"
+        )
+        marked = _block(marked, F.col("__stops"), HELD_BY_KEY)
+        partner_held = F.col("__partner_held").isNotNull() & (F.col("__status") == "paired")
+        current = _block(marked, partner_held, HELD_BY_PARTNER).drop("__stops", "__partner_held")
+        current = current.persist(StorageLevel.MEMORY_AND_DISK)
+        current.count()
+        cached = [step, current]
+
+
+def _release(frames: list[DataFrame]) -> None:
+    for frame in frames:
+        frame.unpersist()
+
+
+def _block(frame: DataFrame, condition: Column, held: str) -> DataFrame:
+    return frame.withColumn(
+        "__held", F.when(condition, F.lit(held)).otherwise(F.col("__held"))
+    ).withColumn("__status", F.when(condition, F.lit("blocked")).otherwise(F.col("__status")))
+
+
+def still_paired(found: Pairs, classified: DataFrame) -> Pairs:
+    """The rule's pairs that form in this pass (neither side held back)."""
+    formed = classified.where(F.col("__status") == "paired").select(*coords())
+    left = found.frame.select("*", *coords("left.kafka"))
+    kept = left.join(formed, [f"__{c}" for c in COORDS], "left_semi").drop(
+        *(f"__{c}" for c in COORDS)
     )
-    return flagged.withColumn(
-        "__status", F.when(blocked, F.lit("blocked")).otherwise(F.col("__status"))
-    ).drop("__paired")
+    return Pairs(found.rule, kept)

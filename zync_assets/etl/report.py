@@ -61,11 +61,11 @@ def waiting_events(spark: SparkSession, spec: Spec, pool: str) -> list[Waiting]:
     now = dt.datetime.now(dt.UTC)
     topics = staging_pools(spec)[pool]
     rules = [r for r in compile_rules(spark, spec) if r.rule.out in topics]
-    classified, _pairs, snap = classified_events(spark, spec, pool, rules, now)
+    this = classified_events(spark, spec, pool, rules, now)
     try:
-        return _waiting(classified, rules)
+        return _waiting(this.events, rules)
     finally:
-        snap.events.unpersist()  # classified_events caches the routed events
+        this.release()
 
 
 def pending_report(spark: SparkSession, spec: Spec) -> list[str]:
@@ -81,7 +81,13 @@ def _waiting(classified, rules: list) -> list[Waiting]:
     waiting = classified.where(F.col("__status").isin(list(cl.WAITING_STATES)))
     for row in waiting.orderBy("kafka.topic", "kafka.partition", "kafka.offset").collect():
         rule = by_number[row["__rule"]]
-        if row["__status"] == "blocked":
+        if row["__status"] == "blocked" and row["__held"] == cl.HELD_BY_PARTNER:
+            p = row["__partner"]
+            reason = (
+                f"paired with {p.topic}[{p.partition}]@{p.offset}, which is blocked behind "
+                "an earlier pending event with its key"
+            )
+        elif row["__status"] == "blocked":
             reason = "blocked behind an earlier pending event with the same key"
         else:
             other = rule.right if row.kafka.topic == rule.left else rule.left

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.delta_writes import append_once
@@ -28,6 +28,7 @@ from zync_assets.etl.compile import (
     event_struct,
     select_outputs,
 )
+from zync_assets.etl.order import chain_link, output_offset, with_effective_position
 from zync_assets.etl.state import EtlState, app_id, read_state, state_metadata
 from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.ranges import Offsets
@@ -154,13 +155,37 @@ def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRul
     return _Snapshot(cl.route(events, rules), raw_end, state)
 
 
+@dataclass(frozen=True)
+class Pass:
+    """The pending events of one pass, classified, and the pairs that form in it.
+    Its frames are cached: `release()` it when done."""
+
+    snap: _Snapshot
+    classified: cl.Classified
+    pairs: list[cl.Pairs]
+
+    @property
+    def events(self) -> DataFrame:
+        return self.classified.events
+
+    def release(self) -> None:
+        self.classified.release()
+        self.snap.events.unpersist()
+
+
 def classified_events(
     spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule], now: dt.datetime
-) -> tuple[DataFrame, list[cl.Pairs], _Snapshot]:
+) -> Pass:
     snap = snapshot(spark, spec, pool, rules)
     routed = snap.events.persist(StorageLevel.MEMORY_AND_DISK)
-    pairs = [cl.pair(routed, r) for r in rules if r.rule.type == "denorm"]
-    return cl.classify(routed, rules, pairs, snap.raw_end, now), pairs, snap
+    try:
+        pairs = [cl.pair(routed, r) for r in rules if r.rule.type == "denorm"]
+        classified = cl.classify(routed, rules, pairs, snap.raw_end, now)
+    except BaseException:
+        routed.unpersist()
+        raise
+    formed = [cl.still_paired(found, classified.events) for found in pairs]
+    return Pass(snap, classified, formed)
 
 
 def _outputs(
@@ -174,7 +199,7 @@ def _outputs(
         frame = found.frame.select(
             "left", "right", "__pos",
             F.col("left.kafka").alias("__src"),
-            F.array(_chain_of("left"), _chain_of("right")).alias("__chains"),
+            F.array(chain_link("left"), chain_link("right")).alias("__chains"),
         )  # fmt: skip
         produced.append((found.rule, select_outputs(frame, found.rule.rule.sql, carry)))
     for rule in rules:
@@ -185,7 +210,7 @@ def _outputs(
         ).select(
             event_struct().alias("in"), "__pos",
             F.col("kafka").alias("__src"),
-            F.array(_chain_of(None)).alias("__chains"),
+            F.array(chain_link(None)).alias("__chains"),
         )  # fmt: skip
         produced.append((rule, select_outputs(frame, rule.rule.sql, carry)))
     if not produced:
@@ -203,50 +228,11 @@ def _outputs(
     outputs = parts[0]
     for part in parts[1:]:
         outputs = outputs.unionByName(part)
-    return _number(_effective_position(outputs), run, next_offsets)
-
-
-def _chain_of(name: str | None) -> Column:
-    """The Kafka-key chain (topic, partition, key) of an event struct, and its offset."""
-    event = (lambda f: F.col(f"{name}.{f}")) if name else F.col
-    chain = F.when(
-        event("key").isNotNull(),
-        F.concat_ws(
-            "\u0000", event("kafka.topic"), event("kafka.partition").cast("string"),
-            event("key").cast("string"),
-        ),
-    )  # fmt: skip
-    return F.struct(chain.alias("chain"), event("kafka.offset").alias("offset"))
-
-
-def _effective_position(outputs: DataFrame) -> DataFrame:
-    """An output may not precede the output of an earlier event of the same key chain
-    (an update released after waiting behind a create that just paired late)."""
-    ided = outputs.withColumn("__id", F.monotonically_increasing_id())
-    links = ided.select("__id", "__pos", F.explode("__chains").alias("__link")).where(
-        F.col("__link.chain").isNotNull()
-    )
-    so_far = (
-        Window.partitionBy("__link.chain")
-        .orderBy("__link.offset")
-        .rowsBetween(Window.unboundedPreceding, 0)
-    )
-    floors = (
-        links.withColumn("__floor", F.max("__pos").over(so_far))
-        .groupBy("__id")
-        .agg(F.max("__floor").alias("__floor"))
-    )
-    joined = ided.join(floors, "__id", "left")
-    effective = F.greatest(F.col("__pos"), F.coalesce(F.col("__floor"), F.col("__pos")))
-    return joined.withColumn("__effective", effective)
+    return _number(with_effective_position(outputs), run, next_offsets)
 
 
 def _number(outputs: DataFrame, run: int, next_offsets: dict[str, int]) -> DataFrame:
-    start = F.lit(0).cast("long")
-    for topic, offset in next_offsets.items():
-        start = F.when(F.col("__topic") == topic, F.lit(offset)).otherwise(start)
-    order = Window.partitionBy("__topic").orderBy("__effective", "__pos", "__id")
-    offset = start + F.row_number().over(order) - 1
+    offset = output_offset(next_offsets)
     return outputs.select(
         F.lit("output").alias("kind"),
         F.struct(
@@ -323,8 +309,8 @@ def _run_pool(
     spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule], now: dt.datetime
 ) -> EtlResult:
     path = pool_path(pool)
-    classified, pairs, snap = classified_events(spark, spec, pool, rules, now)
-    classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
+    this = classified_events(spark, spec, pool, rules, now)
+    classified, pairs, snap = this.events, this.pairs, this.snap
     try:
         summary = _summary(classified)
         counts: dict[str, int] = {}
@@ -354,8 +340,7 @@ def _run_pool(
         )  # fmt: skip
         _append(records, path, spec.name, pool, run, meta)
     finally:
-        classified.unpersist()
-        snap.events.unpersist()
+        this.release()
     committed = read_state(spark, path, spec.name)
     if committed.attempt != attempt:
         return EtlResult(spec.name, pool, None, snap.state, read=read, cursors=committed.cursors,
