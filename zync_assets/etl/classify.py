@@ -64,11 +64,12 @@ def route(events: DataFrame, rules: list[CompiledRule]) -> DataFrame:
 
 @dataclass(frozen=True)
 class Classified:
-    """The routed events with their `__status`, and the cache it is read from: `release()`
-    it when the pass is done."""
+    """The routed events with their `__status`, their tally, and the cache they are
+    read from: `release()` it when the pass is done."""
 
     events: DataFrame
     cache: DataFrame
+    tally: list[Tally]  # per input topic-partition, status and rule
 
     def release(self) -> None:
         self.cache.unpersist()
@@ -125,14 +126,20 @@ def classify(
     raw_end: Offsets,
     now: dt.datetime,
 ) -> Classified:
-    """Add `__status` (see the module doc) and `__held` to every routed event."""
+    """Add `__status` (see the module doc) and `__held` to every routed event, and
+    `__output` / `__output_pos`: the source coordinates and position of the output the
+    event would take part in (a pair's: its left event's)."""
     paired = None
     for found in pairs:
+        output = [
+            _coord_struct("left.kafka").alias("__output"),
+            F.col("__pos").alias("__output_pos"),
+        ]
         both = found.frame.select(
-            *coords("left.kafka"), _coord_struct("right.kafka").alias("__partner")
+            *coords("left.kafka"), _coord_struct("right.kafka").alias("__partner"), *output
         ).unionByName(
             found.frame.select(
-                *coords("right.kafka"), _coord_struct("left.kafka").alias("__partner")
+                *coords("right.kafka"), _coord_struct("left.kafka").alias("__partner"), *output
             )
         )
         paired = both if paired is None else paired.unionByName(both)
@@ -140,7 +147,15 @@ def classify(
     if paired is not None:
         flagged = flagged.join(paired, [f"__{c}" for c in COORDS], "left")
     else:
-        flagged = flagged.withColumn("__partner", F.lit(None).cast(_COORD_TYPE))
+        flagged = flagged.select(
+            "*",
+            F.lit(None).cast(_COORD_TYPE).alias("__partner"),
+            F.lit(None).cast(_COORD_TYPE).alias("__output"),
+            F.lit(None).alias("__output_pos"),
+        )
+    flagged = flagged.withColumn(
+        "__output", F.coalesce("__output", _coord_struct("kafka"))
+    ).withColumn("__output_pos", F.coalesce("__output_pos", "__pos"))
 
     kind = {r.number: r.rule.type for r in rules}
     denorm = F.col("__rule").isin([n for n, t in kind.items() if t == "denorm"] or [-1])
@@ -178,6 +193,7 @@ def _hold_back(flagged: DataFrame) -> Classified:
     one). A pair with one side blocked does not form: its other side is blocked too,
     which may hold back the later events of that side's key, and so on. Each round of
     this fixpoint only adds blocked events, so it ends: in one round unless pairs break.
+    The tally of each round is the check, so the usual pass runs one job here.
     """
     earlier = (
         Window.partitionBy("__chain").orderBy("__offset").rowsBetween(Window.unboundedPreceding, -1)
@@ -188,22 +204,70 @@ def _hold_back(flagged: DataFrame) -> Classified:
         behind = F.max(holding).over(earlier) == 1
         stops = F.col("__status").isin("released", "paired") & F.col("__chain").isNotNull() & behind
         step = current.withColumn("__stops", stops).persist(StorageLevel.MEMORY_AND_DISK)
-        broken = step.where(F.col("__stops") & (F.col("__status") == "paired")).select(
-            *coords("__partner")
-        )
-        breaks = broken.count()  # reads all of `step`, so the cache is complete
+        rows = _tally(step, "__stops")  # reads all of `step`, so the cache is complete
         _release(cached)
-        if breaks == 0:
-            return Classified(_block(step, F.col("__stops"), HELD_BY_KEY).drop("__stops"), step)
-        marked = step.join(
-            broken.withColumn("__partner_held", F.lit(True)), [f"__{c}" for c in COORDS], "left"
+        if not any(row.stops and row.status == "paired" for row in rows):
+            final = _block(step, F.col("__stops"), HELD_BY_KEY).drop("__stops")
+            return Classified(final, step, _fold(rows))
+        broken = step.where(F.col("__stops") & (F.col("__status") == "paired")).select(
+            *coords("__partner"), F.lit(True).alias("__partner_held")
         )
-        marked = _block(marked, F.col("__stops"), HELD_BY_KEY)
+        marked = _block(
+            step.join(broken, [f"__{c}" for c in COORDS], "left"), F.col("__stops"), HELD_BY_KEY
+        )
         partner_held = F.col("__partner_held").isNotNull() & (F.col("__status") == "paired")
         current = _block(marked, partner_held, HELD_BY_PARTNER).drop("__stops", "__partner_held")
         current = current.persist(StorageLevel.MEMORY_AND_DISK)
-        current.count()
         cached = [step, current]
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The events of one input topic-partition with one status and rule."""
+
+    topic: str
+    partition: int
+    status: str
+    rule: int
+    n: int
+    low: int  # lowest offset
+    oldest: dt.datetime | None  # earliest Kafka timestamp
+    stops: bool = False  # (while classifying) held back by its key in this round
+
+
+def _tally(frame: DataFrame, stops: str) -> list[Tally]:
+    rows = (
+        frame.groupBy("kafka.topic", "kafka.partition", "__status", "__rule", stops)
+        .agg(
+            F.count("*").alias("n"),
+            F.min("kafka.offset").alias("low"),
+            F.min("kafka.timestamp").alias("oldest"),
+        )
+        .collect()
+    )
+    return [
+        Tally(
+            r.topic, r.partition, r["__status"], r["__rule"], r.n, r.low, r.oldest, bool(r[stops])
+        )
+        for r in rows
+    ]
+
+
+def _fold(rows: list[Tally]) -> list[Tally]:
+    """A round's tally with the events its key held back counted as blocked."""
+    folded: dict[tuple, Tally] = {}
+    for row in rows:
+        status = "blocked" if row.stops else row.status
+        key = (row.topic, row.partition, status, row.rule)
+        seen = folded.get(key)
+        if seen is None:
+            folded[key] = Tally(
+                row.topic, row.partition, status, row.rule, row.n, row.low, row.oldest
+            )
+        else:
+            oldest = min((t for t in (seen.oldest, row.oldest) if t is not None), default=None)
+            folded[key] = Tally(*key, seen.n + row.n, min(seen.low, row.low), oldest)
+    return list(folded.values())
 
 
 def _release(frames: list[DataFrame]) -> None:

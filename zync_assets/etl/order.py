@@ -30,70 +30,75 @@ log = logging.getLogger(__name__)
 MAX_ROUNDS = 32
 
 
-def chain_link(name: str | None) -> Column:
-    """The chain (topic, partition, Kafka key) of an event struct, and its offset in it.
-    Events without a key belong to no chain."""
-    event = (lambda f: F.col(f"{name}.{f}")) if name else F.col
-    chain = F.when(
-        event("key").isNotNull(),
-        F.concat_ws(
-            "\u0000", event("kafka.topic"), event("kafka.partition").cast("string"),
-            event("key").cast("string"),
-        ),
-    )  # fmt: skip
-    return F.struct(chain.alias("chain"), event("kafka.offset").alias("offset"))
+def moved_outputs(classified: DataFrame) -> DataFrame | None:
+    """`__id` (an output's source coordinates) → `__effective` (struct pos, steps) of the
+    pass's outputs that move later than their own position, or None if none does.
 
-
-def with_effective_position(outputs: DataFrame) -> DataFrame:
-    """Add `__effective` (struct pos, steps) to outputs that carry `__pos` (their own
-    position), `__src` (the coordinates of their source event: unique per output) and
-    `__chains` (an array of `chain_link`s)."""
-    ided = outputs.withColumn(
-        "__id", F.struct(*(F.col(f"__src.{c}") for c in ("topic", "partition", "offset")))
+    Reads only the classified events (`__status`, `__chain`, `__output`, `__output_pos`),
+    not the outputs: a rule's SQL runs once, in the write. The usual pass, where no
+    output moves, costs one job over the cached events."""
+    links = classified.where(
+        F.col("__status").isin("paired", "released") & F.col("__chain").isNotNull()
+    ).select(
+        F.col("__output").alias("__id"),
+        "__chain",
+        F.col("kafka.offset").alias("__at"),
+        F.struct(F.col("__output_pos").alias("pos"), F.lit(0).alias("steps")).alias("__effective"),
     )
-    links = (
-        ided.select("__id", F.explode("__chains").alias("__link"))
-        .where(F.col("__link.chain").isNotNull())
-        .select(
-            "__id", F.col("__link.chain").alias("__chain"), F.col("__link.offset").alias("__at")
+    if _raised(links).isEmpty():
+        return None
+    effective = links.select("__id", "__effective").dropDuplicates(["__id"])
+    links = links.drop("__effective")
+    moved = None
+    for _ in range(MAX_ROUNDS):
+        raised = (
+            _raised(links.join(effective, "__id"))
+            .groupBy("__id")
+            .agg(F.max("__floor").alias("__effective"))
+            .localCheckpoint(eager=True)  # the next round reads it, not its plan
         )
+        if raised.isEmpty():
+            return moved
+        moved = (
+            raised if moved is None else moved.join(raised, "__id", "left_anti").unionByName(raised)
+        )
+        moved = moved.localCheckpoint(eager=True)
+        effective = effective.join(raised, "__id", "left_anti").unionByName(raised)
+        effective = effective.localCheckpoint(eager=True)
+    log.warning(
+        "pairs in this pass cross (two keys each wait on the other); "
+        "their outputs are ordered by position"
     )
-    own = F.struct(F.col("__pos").alias("pos"), F.lit(0).alias("steps"))
-    effective = ided.select("__id", own.alias("__effective"))
+    return moved
+
+
+def _raised(links: DataFrame) -> DataFrame:
+    """Links whose output must move after an earlier output of the chain: `__floor` is
+    that output's effective position, one step later."""
     earlier = (
         Window.partitionBy("__chain").orderBy("__at").rowsBetween(Window.unboundedPreceding, -1)
     )
-    for _ in range(MAX_ROUNDS):
-        before = links.join(effective, "__id").select(
-            "__id", F.max("__effective").over(earlier).alias("__before")
-        )
-        floor = (
-            before.where(F.col("__before").isNotNull())
-            .groupBy("__id")
-            .agg(
-                F.max(
-                    F.struct(
-                        F.col("__before.pos").alias("pos"),
-                        (F.col("__before.steps") + 1).alias("steps"),
-                    )
-                ).alias("__floor")
-            )
-        )
-        raised = effective.join(floor, "__id", "left").select(
-            "__id",
-            F.greatest("__effective", "__floor").alias("__effective"),
-            (F.col("__floor") > F.col("__effective")).alias("__raised"),
-        )
-        raised = raised.localCheckpoint(eager=True)  # the next round reads it, not its plan
-        effective = raised.drop("__raised")
-        if raised.where("__raised").isEmpty():
-            break
-    else:
-        log.warning(
-            "pairs in this pass cross (two keys each wait on the other); "
-            "their outputs are ordered by position"
-        )
-    return ided.join(effective.select("__id", "__effective"), "__id")
+    before = F.max("__effective").over(earlier)
+    floor = F.struct(before.pos.alias("pos"), (before.steps + 1).alias("steps"))
+    return (
+        links.select("*", F.when(before.isNotNull(), floor).alias("__floor"))
+        .where(F.col("__floor") > F.col("__effective"))
+        .select("__id", "__floor")
+    )
+
+
+def with_effective_position(outputs: DataFrame, moved: DataFrame | None) -> DataFrame:
+    """Add `__id` and `__effective` to outputs carrying `__src` (source coordinates) and
+    `__pos` (own position)."""
+    ided = outputs.withColumn(
+        "__id", F.struct(*(F.col(f"__src.{c}").alias(c) for c in ("topic", "partition", "offset")))
+    )
+    own = F.struct(F.col("__pos").alias("pos"), F.lit(0).alias("steps"))
+    if moved is None:
+        return ided.withColumn("__effective", own)
+    return ided.join(moved, "__id", "left").withColumn(
+        "__effective", F.coalesce(F.col("__effective"), own)
+    )
 
 
 def output_offset(next_offsets: dict[str, int]) -> Column:

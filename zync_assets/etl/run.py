@@ -28,7 +28,11 @@ from zync_assets.etl.compile import (
     event_struct,
     select_outputs,
 )
-from zync_assets.etl.order import chain_link, output_offset, with_effective_position
+from zync_assets.etl.order import (
+    moved_outputs,
+    output_offset,
+    with_effective_position,
+)
 from zync_assets.etl.state import EtlState, app_id, read_state, state_metadata
 from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.ranges import Offsets
@@ -194,24 +198,16 @@ def _outputs(
 ) -> DataFrame:  # fmt: skip
     """Output records of this pass, numbered per output topic."""
     produced = []
-    carry = ["__pos", "__src", "__chains"]
+    carry = ["__pos", "__src"]
     for found in pairs:
-        frame = found.frame.select(
-            "left", "right", "__pos",
-            F.col("left.kafka").alias("__src"),
-            F.array(chain_link("left"), chain_link("right")).alias("__chains"),
-        )  # fmt: skip
+        frame = found.frame.select("left", "right", "__pos", F.col("left.kafka").alias("__src"))
         produced.append((found.rule, select_outputs(frame, found.rule.rule.sql, carry)))
     for rule in rules:
         if rule.rule.type != "stateless":
             continue
         frame = classified.where(
             (F.col("__rule") == rule.number) & (F.col("__status") == "released")
-        ).select(
-            event_struct().alias("in"), "__pos",
-            F.col("kafka").alias("__src"),
-            F.array(chain_link(None)).alias("__chains"),
-        )  # fmt: skip
+        ).select(event_struct().alias("in"), "__pos", F.col("kafka").alias("__src"))
         produced.append((rule, select_outputs(frame, rule.rule.sql, carry)))
     if not produced:
         return None
@@ -228,7 +224,8 @@ def _outputs(
     outputs = parts[0]
     for part in parts[1:]:
         outputs = outputs.unionByName(part)
-    return _number(with_effective_position(outputs), run, next_offsets)
+    moved = moved_outputs(classified)
+    return _number(with_effective_position(outputs, moved), run, next_offsets)
 
 
 def _number(outputs: DataFrame, run: int, next_offsets: dict[str, int]) -> DataFrame:
@@ -280,26 +277,14 @@ def _done_records(classified: DataFrame, run: int) -> DataFrame:
     )
 
 
-def _summary(classified: DataFrame) -> list:
-    return (
-        classified.groupBy("kafka.topic", "kafka.partition", "__status", "__rule")
-        .agg(
-            F.count("*").alias("n"),
-            F.min("kafka.offset").alias("low"),
-            F.min("kafka.timestamp").alias("oldest"),
-        )
-        .collect()
-    )
-
-
-def _new_cursors(summary: list, raw_end: Offsets, old: EtlState) -> Offsets:
+def _new_cursors(summary: list[cl.Tally], raw_end: Offsets, old: EtlState) -> Offsets:
     """Per input topic-partition: the lowest still-pending offset, else the raw end."""
     cursors: Offsets = {t: dict(parts) for t, parts in old.cursors.items()}
     for topic, parts in raw_end.items():
         for partition, end in parts.items():
             cursors.setdefault(topic, {})[partition] = end
     for row in summary:
-        if row["__status"] in cl.WAITING_STATES:
+        if row.status in cl.WAITING_STATES:
             current = cursors[row.topic][row.partition]
             cursors[row.topic][row.partition] = min(current, row.low)
     return cursors
@@ -312,10 +297,10 @@ def _run_pool(
     this = classified_events(spark, spec, pool, rules, now)
     classified, pairs, snap = this.events, this.pairs, this.snap
     try:
-        summary = _summary(classified)
+        summary = this.classified.tally
         counts: dict[str, int] = {}
         for row in summary:
-            counts[row["__status"]] = counts.get(row["__status"], 0) + row.n
+            counts[row.status] = counts.get(row.status, 0) + row.n
         consumed = sum(counts.get(s, 0) for s in _DONE_STATUS)
         pending = sum(counts.get(s, 0) for s in cl.WAITING_STATES)
         seen = {"raw_seen": snap.raw_end, "oldest_pending": _oldest_pending(summary)}
@@ -355,20 +340,20 @@ def _run_pool(
     )  # fmt: skip
 
 
-def _oldest_pending(summary: list) -> dt.datetime | None:
-    times = [row.oldest for row in summary if row["__status"] in cl.WAITING_STATES]
+def _oldest_pending(summary: list[cl.Tally]) -> dt.datetime | None:
+    times = [row.oldest for row in summary if row.status in cl.WAITING_STATES]
     return min(times) if times else None
 
 
-def _outputs_per_topic(summary: list, rules: list[CompiledRule]) -> dict[str, int]:
+def _outputs_per_topic(summary: list[cl.Tally], rules: list[CompiledRule]) -> dict[str, int]:
     by_number = {r.number: r for r in rules}
     per_topic: dict[str, int] = {}
     for row in summary:
-        rule = by_number.get(row["__rule"])
+        rule = by_number.get(row.rule)
         if rule is None:
             continue
-        counted = (row["__status"] == "paired" and row.topic == rule.rule.left) or (
-            row["__status"] == "released"
+        counted = (row.status == "paired" and row.topic == rule.rule.left) or (
+            row.status == "released"
         )
         if counted:
             per_topic[rule.rule.out] = per_topic.get(rule.rule.out, 0) + row.n
