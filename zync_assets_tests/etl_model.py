@@ -87,6 +87,7 @@ class Output:
     value: Any
     source: Coords
     run: int
+    partner: Coords | None = None  # a pair's right event
 
 
 @dataclass(frozen=True)
@@ -235,10 +236,11 @@ class Model:
                 right = by_coords[partner[e.coords]]
                 made.append((e, [e, right], rule.out, *rule.make(e, right)))
         for item, _ in sorted(zip(made, _effective(made), strict=True), key=lambda p: p[1]):
-            source, _events, topic, key, value = item
+            source, events, topic, key, value = item
             offset = self.next_offset.get(topic, 0)
             self.next_offset[topic] = offset + 1
-            self.outputs.append(Output(topic, offset, key, value, source.coords, self.run))
+            partner = events[1].coords if len(events) > 1 else None
+            self.outputs.append(Output(topic, offset, key, value, source.coords, self.run, partner))
             result.outputs[topic] = result.outputs.get(topic, 0) + 1
         for e in consumed:
             label = {"paired": "done", "released": "done"}.get(status[e.coords], status[e.coords])
