@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import random
@@ -76,6 +77,17 @@ ENVELOPE = {
 KEY = {"type": "record", "name": "Key", "namespace": "bench.public.orders",
        "fields": [{"name": "id", "type": "long"}]}  # fmt: skip
 DISTINCT_PAYLOADS = 2000  # encoded once, cycled: the benchmark measures ingest, not fastavro
+
+
+def write_results(name: str, figures: dict[str, object]) -> Path:
+    """`bench/results/<name>.json`: the benchmark's figures by name, the machine, the date."""
+    folder = Path(__file__).resolve().parent / "results"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.json"
+    record = {"benchmark": name, "date": dt.date.today().isoformat(), "machine": machine(),
+              "figures": figures}  # fmt: skip
+    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return path
 
 
 def machine() -> str:

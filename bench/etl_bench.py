@@ -4,8 +4,14 @@ Side by side in one process and one SparkSession:
   big    a raw pool with N already-done events, plus M new ones: time of the ETL pass
   small  a raw pool with M already-done events, plus the same M new ones: time of the pass
 and the rate of the pass that consumed the N events (a denorm rule pairing orders with
-payments). Raw rows are generated in Spark and committed the way ingest commits them
-(Kafka is not involved: this measures ETL). Results are appended to docs/BENCHMARKS.md.
+payments). Then what per-key order costs (`--ordered K`): a pass over K payments, each
+created and updated, and their K orders, where
+  in order  each order came just before its payment: nothing waits, nothing moves
+  late      the orders came after every payment: each update waited behind its create
+            and is numbered after the create's pair (etl/order.py moves all K of them)
+Raw rows are generated in Spark and committed the way ingest commits them (Kafka is
+not involved: this measures ETL). Results are appended to docs/BENCHMARKS.md and
+written to bench/results/etl_bench.json.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from bench.common import machine
+from bench.common import machine, write_results
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
 SPEC = """
@@ -41,6 +47,14 @@ transforms:
       left.key AS key,
       named_struct('id', left.after:id::bigint, 'customer', left.after:customer::string,
                    'amount', right.after:amount::decimal(12,2)) AS value
+  - type: stateless
+    where: op = 'u'
+    in: payments
+    out: paid_orders
+    sql: |
+      named_struct('id', in.after:order_id::bigint) AS key,
+      named_struct('id', in.after:order_id::bigint,
+                   'amount', in.after:amount::decimal(12,2)) AS value
 """
 
 
@@ -66,14 +80,64 @@ def raw_rows(spark: SparkSession, first: int, count: int) -> DataFrame:
 
 
 def append_raw(spark: SparkSession, pool: str, run: int, first: int, count: int) -> None:
+    end = first + count
+    commit_raw(spark, pool, run, raw_rows(spark, first, count), {"orders": end, "payments": end})
+
+
+def commit_raw(spark: SparkSession, pool: str, run: int, rows: DataFrame, ends: dict) -> None:
     from zync_assets.delta_writes import append_once
     from zync_assets.ingest.progress import app_id, commit_metadata
     from zync_assets.pools import pool_path
 
-    end = first + count
-    offsets = {"orders": {0: end}, "payments": {0: end}}
-    meta = commit_metadata(run, uuid.uuid4().hex, offsets)
-    append_once(raw_rows(spark, first, count), pool_path(pool), app_id(pool), run, meta)
+    meta = commit_metadata(run, uuid.uuid4().hex, {t: {0: end} for t, end in ends.items()})
+    append_once(rows, pool_path(pool), app_id(pool), run, meta)
+
+
+def ordered_rows(spark: SparkSession, count: int, late: bool) -> tuple[DataFrame, DataFrame]:
+    """Payments (a create and an update each, offsets 2i and 2i+1) and their orders
+    (offset i), with timestamps in milliseconds: orders after every payment (`late`), or
+    each order just before its payment."""
+    ids = spark.range(count)
+    base = F.lit(1_767_225_600_000)
+    kafka = "struct<topic: string, partition: int, offset: bigint, timestamp: timestamp>"
+    dead = F.lit(None).cast("struct<reason: string, key: binary, value: binary>")
+
+    def row(topic: str, offset, millis, value: str) -> list:
+        stamp = F.timestamp_millis(base + millis)
+        return [
+            F.struct(F.lit(topic), F.lit(0), offset, stamp).cast(kafka).alias("kafka"),
+            F.parse_json(F.format_string('{"id": %d}', "id")).alias("key"),
+            F.parse_json(F.format_string(value, "id", "id")).alias("value"),
+            dead.alias("dead_letter"),
+        ]
+
+    i = F.col("id")
+    payment = '{"op": "%s", "after": {"order_id": %%d, "amount": %s, "ref": "p-%%d"}}'
+    creates = ids.select(*row("payments", 2 * i, 3 * i + 1, payment % ("c", "12.50")))
+    updates = ids.select(*row("payments", 2 * i + 1, 3 * i + 2, payment % ("u", "13.75")))
+    at = (3 * count + i) if late else 3 * i
+    orders = ids.select(
+        *row("orders", i, at, '{"op": "c", "after": {"id": %d, "customer": "customer-%d"}}')
+    )
+    return creates.unionByName(updates), orders
+
+
+def ordered_scenario(spark: SparkSession, work: Path, name: str, count: int, late: bool) -> float:
+    """Seconds of the pass that consumes `count` orders with their payments."""
+    spec_path = work / f"{name}.yaml"
+    spec_path.write_text(SPEC % {"raw": f"{name}Raw", "staging": f"{name}Staging"})
+    payments, orders = ordered_rows(spark, count, late)
+    if late:  # a pass where every payment waits, then the orders arrive
+        commit_raw(spark, f"{name}Raw", 1, payments, {"payments": 2 * count})
+        _seconds, first = etl_pass(spark, spec_path)
+        assert first.run is None and first.pending == 2 * count, first
+        commit_raw(spark, f"{name}Raw", 2, orders, {"payments": 2 * count, "orders": count})
+    else:
+        rows = payments.unionByName(orders)
+        commit_raw(spark, f"{name}Raw", 1, rows, {"payments": 2 * count, "orders": count})
+    seconds, result = etl_pass(spark, spec_path)
+    assert result.done == 3 * count and result.pending == 0, result
+    return seconds
 
 
 def etl_pass(spark: SparkSession, spec_path: Path) -> tuple[float, object]:
@@ -103,6 +167,12 @@ def main() -> None:
         "--history", type=int, default=500_000, help="orders (and as many payments)"
     )
     parser.add_argument("--new", type=int, default=5_000, help="new orders (and payments)")
+    parser.add_argument(
+        "--ordered",
+        type=int,
+        default=100_000,
+        help="orders (each with a payment created and updated)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="zync-etl-bench-"))
     os.environ["ZYNC_LAKE"] = str(work / "lake")
@@ -115,6 +185,12 @@ def main() -> None:
     big = scenario(spark, work, "Big", args.history, args.new)
     small2 = scenario(spark, work, "Small2", args.new, args.new)  # again, for noise
     small_s = min(small["new_s"], small2["new_s"])
+    ordered = {}
+    for round_ in range(2):  # alternating, best of two each
+        for late in (False, True):
+            name = f"{'Late' if late else 'InOrder'}{round_}"
+            seconds = ordered_scenario(spark, work, name, args.ordered, late)
+            ordered[late] = min(ordered.get(late, seconds), seconds)
     events = 2 * args.history
     lines = [
         f"### ETL, {dt.date.today()} — {machine()}",
@@ -131,11 +207,31 @@ def main() -> None:
         "",
         f"One ETL pass consuming {events:,} new events (all paired): {big['history_s']:.1f} s, "
         f"**{events / big['history_s']:,.0f} events/s**.",
+        "",
+        f"Per-key order: one pass over {args.ordered:,} orders and their payments, each "
+        f"payment created and updated ({3 * args.ordered:,} events, {2 * args.ordered:,} outputs), "
+        "best of two:",
+        "",
+        "| the orders came | ETL pass (s) |",
+        "|---|---:|",
+        f"| just before their payments (nothing waits) | {ordered[False]:.2f} |",
+        f"| after every payment (each update waited, and moves behind its pair) | {ordered[True]:.2f} |",
+        "",
+        f"Ratio late/in order: **{ordered[True] / ordered[False]:.2f}**.",
     ]
     report = "\n".join(lines) + "\n"
     print(report)
     with RESULTS.open("a") as out:
         out.write("\n" + report)
+    write_results("etl_bench", {
+        "new_events": 2 * args.new, "history_events": 2 * args.history,
+        "pass_small_history_s": round(small_s, 3), "pass_big_history_s": round(big["new_s"], 3),
+        "ratio_big_to_small": round(big["new_s"] / small_s, 3),
+        "bulk_pass_events_per_s": round(events / big["history_s"]),
+        "ordered_orders": args.ordered, "ordered_in_order_s": round(ordered[False], 3),
+        "ordered_late_s": round(ordered[True], 3),
+        "ratio_late_to_in_order": round(ordered[True] / ordered[False], 3),
+    })  # fmt: skip
 
 
 if __name__ == "__main__":
