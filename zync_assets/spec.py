@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from zync_assets.errors import ZyncError
+from zync_assets.etl.rules import Rule, parse_rules
 from zync_assets.pools import POOL_NAME
 
 
@@ -21,20 +21,6 @@ from zync_assets.pools import POOL_NAME
 class Route:
     topic: str
     pool: str
-
-
-@dataclass(frozen=True)
-class Rule:
-    number: int  # 1-based position in `transforms`
-    type: str
-    out: str
-    sql: str
-    where: str | None = None
-    input: str | None = None  # stateless: `in`
-    left: str | None = None
-    right: str | None = None
-    join_on: tuple[str, str] | None = None
-    expire_after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +80,9 @@ def load_spec(path: str | Path) -> Spec:
     shaper_path = (path.parent / shaper) if isinstance(shaper, str) else None
     if shaper is not None and shaper_path is None:
         raise _fail(path, "shaper", "expected the path of a .sql file")
-    transforms = _rules(path, data["transforms"], inputs, outputs) if "transforms" in data else []
+    transforms = (
+        parse_rules(path, data["transforms"], inputs, outputs) if "transforms" in data else []
+    )
     return Spec(path, inputs, outputs, transforms, shaper_path)
 
 
@@ -118,12 +106,6 @@ def _routes(path: Path, data: dict, section: str, required: bool) -> list[Route]
             raise _fail(path, where, f"invalid pool name {pool!r} (letters, digits, _ and -)")
         routes.append(Route(topic, pool))
     return routes
-
-
-def _rules(path: Path, items: Any, inputs: list[Route], outputs: list[Route]) -> list[Rule]:
-    from zync_assets.etl.rules import parse_rules
-
-    return parse_rules(path, items, inputs, outputs)
 
 
 def all_raw_pools(specs: list[Spec]) -> dict[str, list[str]]:

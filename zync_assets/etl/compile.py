@@ -26,7 +26,8 @@ from pyspark.sql.types import BooleanType
 from pyspark.sql.utils import AnalysisException, ParseException
 
 from zync_assets.errors import ZyncError
-from zync_assets.spec import Rule, Spec
+from zync_assets.etl.rules import Rule
+from zync_assets.spec import Spec
 
 EVENT_FIELDS = ("kafka", "key", "value", "op", "before", "after", "source", "ts_ms")
 RAW_SCHEMA = (

@@ -6,10 +6,28 @@ Every error names the file, the rule number and the field.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from zync_assets.errors import ZyncError
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One entry of a spec's `transforms`."""
+
+    number: int  # 1-based position in `transforms`
+    type: str
+    out: str
+    sql: str
+    where: str | None = None
+    input: str | None = None  # stateless: `in`
+    left: str | None = None
+    right: str | None = None
+    join_on: tuple[str, str] | None = None
+    expire_after: str | None = None
+
 
 RULE_FIELDS = {
     "denorm": {"type", "where", "left", "right", "join-on", "out", "sql", "expire-after"},
@@ -33,9 +51,7 @@ def split_join_on(text: str) -> tuple[str, str] | None:
     return (left, right) if left and right else None
 
 
-def parse_rules(path: Path, items: Any, inputs: list, outputs: list) -> list:
-    from zync_assets.spec import Rule
-
+def parse_rules(path: Path, items: Any, inputs: list, outputs: list) -> list[Rule]:
     if not isinstance(items, list) or not items:
         raise ZyncError(f"{path}: transforms: expected a non-empty list of rules")
     input_topics = {r.topic for r in inputs}
