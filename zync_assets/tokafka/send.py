@@ -8,7 +8,7 @@ older one still alive and aborts what it left open: after a kill -9 nothing
 half-sent stays visible to read_committed consumers (a JDBC sink, or our own
 position reader), and two to-kafka processes never interleave.
 
-Two senders do the same job:
+Two senders do the same job (senders.py picks one):
 - `jvm_sender.JvmSender` (the default, for a classic SparkSession): one Spark job
   checks the offsets and encodes the records on the executors (zync.spark.StagingFetch);
   they are collected into the driver JVM and sent there by the Java Kafka client, so
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from zync_assets.errors import ZyncError
 from zync_assets.settings import KafkaSettings
@@ -70,18 +70,6 @@ class Sender(Protocol):
 
 def transactional_id(pool: str, topic: str) -> str:
     return f"zync-to-kafka.{pool}.{topic}"
-
-
-def open_sender(spark: SparkSession, kafka: KafkaSettings, pool: str, topic: str) -> Sender:
-    """A sender that has fenced its predecessors: in the driver JVM when there is one."""
-    # Imported here: both modules build on this one's protocols and messages.
-    if getattr(spark, "_jvm", None) is not None:
-        from zync_assets.tokafka.jvm_sender import JvmSender
-
-        return JvmSender(spark, kafka, pool, topic)
-    from zync_assets.tokafka.librdkafka_sender import LibrdkafkaSender
-
-    return LibrdkafkaSender(kafka, pool, topic)
 
 
 def changed_while_sending(low: int, high: int) -> ZyncError:

@@ -41,7 +41,8 @@ from zync_assets.tokafka.encode import (
     survey,
 )
 from zync_assets.tokafka.position import topic_position
-from zync_assets.tokafka.send import Fetched, FirstFetch, Sender, open_sender
+from zync_assets.tokafka.send import Fetched, FirstFetch, Sender
+from zync_assets.tokafka.senders import open_sender
 
 TRANSACTION_SIZE = 200_000  # default records per transaction
 # zync_variant_avro (jvm/src) prefixes its refusals so they can be told from Spark's own.
