@@ -17,6 +17,52 @@ ORDERS, PAYMENTS = "Orders", "Payments"
 PARTITIONS = {ORDERS: 3, PAYMENTS: 2}
 
 
+# The spec these streams go through ($Name: the test's own topic names). Partial rows
+# for updates (an upserting sink keeps the other columns), a tombstone for a delete.
+EXPIRE_OFFSETS = 30
+
+SPEC = f"""
+inputs:
+  - {{topic: $Orders, pool: Raw}}
+  - {{topic: $Payments, pool: Raw}}
+outputs:
+  - {{topic: $Out, pool: Staging}}
+transforms:
+  - type: denorm
+    where: op IN ('c', 'r')
+    left: $Orders
+    right: $Payments
+    join-on: left.after:id::bigint = right.after:order_id::bigint
+    out: $Out
+    expire-after: {EXPIRE_OFFSETS} offsets
+    sql: |
+      named_struct('id', left.after:id::bigint) AS key,
+      named_struct('id', left.after:id::bigint, 'item', left.after:item::string,
+                   'status', right.after:status::string,
+                   'amount', right.after:amount::bigint) AS value
+  - type: stateless
+    where: op = 'u'
+    in: $Payments
+    out: $Out
+    sql: |
+      named_struct('id', in.after:order_id::bigint) AS key,
+      named_struct('id', in.after:order_id::bigint, 'status', in.after:status::string,
+                   'amount', in.after:amount::bigint) AS value
+  - type: stateless
+    where: op = 'u'
+    in: $Orders
+    out: $Out
+    sql: |
+      named_struct('id', in.after:id::bigint) AS key,
+      named_struct('id', in.after:id::bigint, 'item', in.after:item::string) AS value
+  - type: stateless
+    where: op = 'd'
+    in: $Orders
+    out: $Out
+    sql: in.key AS key, NULL AS value
+"""
+
+
 @dataclass(frozen=True)
 class Change:
     case: int

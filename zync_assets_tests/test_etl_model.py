@@ -33,6 +33,7 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.pools import dead_letter_path, pool_exists, pool_path
 from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests import cdc_streams as cdc
+from zync_assets_tests.cdc_streams import EXPIRE_OFFSETS, SPEC
 from zync_assets_tests.conftest import Stack, read_topic
 from zync_assets_tests.etl_model import Event, Model, Rule, sink_table
 from zync_assets_tests.test_etl import Pipeline
@@ -43,48 +44,6 @@ FIRST_SEED = int(os.environ.get("ZYNC_ETL_MODEL_FIRST_SEED", "0"))
 SEEDS = int(os.environ.get("ZYNC_ETL_MODEL_SEEDS", "1"))
 CASES = int(os.environ.get("ZYNC_ETL_MODEL_CASES", "200"))
 ROUNDS = 7
-EXPIRE_OFFSETS = 30
-
-SPEC = f"""
-inputs:
-  - {{topic: $Orders, pool: Raw}}
-  - {{topic: $Payments, pool: Raw}}
-outputs:
-  - {{topic: $Out, pool: Staging}}
-transforms:
-  - type: denorm
-    where: op IN ('c', 'r')
-    left: $Orders
-    right: $Payments
-    join-on: left.after:id::bigint = right.after:order_id::bigint
-    out: $Out
-    expire-after: {EXPIRE_OFFSETS} offsets
-    sql: |
-      named_struct('id', left.after:id::bigint) AS key,
-      named_struct('id', left.after:id::bigint, 'item', left.after:item::string,
-                   'status', right.after:status::string,
-                   'amount', right.after:amount::bigint) AS value
-  - type: stateless
-    where: op = 'u'
-    in: $Payments
-    out: $Out
-    sql: |
-      named_struct('id', in.after:order_id::bigint) AS key,
-      named_struct('id', in.after:order_id::bigint, 'status', in.after:status::string,
-                   'amount', in.after:amount::bigint) AS value
-  - type: stateless
-    where: op = 'u'
-    in: $Orders
-    out: $Out
-    sql: |
-      named_struct('id', in.after:id::bigint) AS key,
-      named_struct('id', in.after:id::bigint, 'item', in.after:item::string) AS value
-  - type: stateless
-    where: op = 'd'
-    in: $Orders
-    out: $Out
-    sql: in.key AS key, NULL AS value
-"""
 
 
 def model_rules(topic: dict[str, str]) -> list[Rule]:
