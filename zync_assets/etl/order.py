@@ -66,8 +66,9 @@ def moved_outputs(classified: DataFrame) -> DataFrame | None:
         effective = effective.join(raised, "__id", "left_anti").unionByName(raised)
         effective = effective.localCheckpoint(eager=True)
     log.warning(
-        "pairs in this pass cross (two keys each wait on the other); "
-        "their outputs are ordered by position"
+        "outputs of this pass still moved after %d rounds (pairs that cross, two keys each "
+        "waiting on the other, have no order that keeps both): the rest keep the order found so far",
+        MAX_ROUNDS,
     )
     return moved
 
