@@ -6,6 +6,10 @@
 #   .zync/jars/registry/ Apicurio Registry (Quarkus fast-jar)
 #   .zync/jars/spark/   Delta Lake, Spark Kafka source and Avro jars, minus what PySpark ships
 #   .zync/jars/zync/    zync's own Spark functions (jvm/src, compiled with javac against PySpark)
+#   .zync/jars/connect/ a Kafka Connect worker; .zync/jars/connect-plugins/ holds Debezium's
+#                       PostgreSQL source and JDBC sink and an Avro converter (the CDC stack)
+#   PostgreSQL          Debian's postgresql-15 (server binaries only: the stack runs its own
+#                       private clusters under .zync/, the package makes none)
 #   /usr/bin/chromium   Debian's Chromium, for the browser test of the Dagster UI (.debs
 #                       cached in .zync/apt/); Playwright drives it, it downloads no browser
 # Each step is skipped when its stamp matches the inputs it was built from.
@@ -103,19 +107,59 @@ else
   say "zync's Spark functions are up to date"
 fi
 
-# 4. Chromium for the UI test (Debian package; Playwright uses it, downloads none) --------
-if [ -z "${ZYNC_SKIP_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
-  command -v apt-get >/dev/null || die "Chromium is missing and this is not Debian: install Chromium, or set ZYNC_SKIP_CHROMIUM=1 to skip the browser test"
-  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-  say "installing Debian's chromium (for the Dagster UI browser test)"
+# 4. The CDC stack: Kafka Connect, Debezium's connectors, an Avro converter, PostgreSQL --------
+fetch_deps connect scripts/maven/connect.pom.xml
+
+plugins=$JARS/connect-plugins
+plug_stamp=$(stamp_of scripts/maven/debezium.pom.xml scripts/maven/avro-converter.pom.xml)
+if ! fresh "$plugins" "$plug_stamp"; then
+  fetch_deps debezium-dist scripts/maven/debezium.pom.xml
+  fetch_deps avro-converter scripts/maven/avro-converter.pom.xml
+  say "unpacking Debezium's connectors into the Connect plugin path"
+  rm -rf "$plugins.tmp" && mkdir -p "$plugins.tmp"
+  for archive in "$JARS"/debezium-dist/*.tar.gz; do
+    tar xzf "$archive" -C "$plugins.tmp"  # each holds one folder named after the connector
+  done
+  mv "$JARS/avro-converter" "$plugins.tmp/avro-converter"
+  # The worker finds plugins by their ServiceLoader manifests (plugin.discovery=service_load,
+  # 6 s faster to start than a scan); Apicurio's converter jars have none, so add one.
+  rm -rf "$ZYNC_DIR/converter-manifest" && mkdir -p "$ZYNC_DIR/converter-manifest/META-INF/services"
+  echo io.apicurio.registry.utils.converter.AvroConverter \
+    > "$ZYNC_DIR/converter-manifest/META-INF/services/org.apache.kafka.connect.storage.Converter"
+  jar cf "$plugins.tmp/avro-converter/zync-converter-manifest.jar" -C "$ZYNC_DIR/converter-manifest" .
+  rm -rf "$plugins" "$JARS/debezium-dist" && mv "$plugins.tmp" "$plugins"
+  echo "$plug_stamp" > "$plugins/.stamp"
+else
+  say "Debezium connectors are up to date"
+fi
+
+sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+apt_install() {  # apt_install WHY PACKAGE...: Debian packages, .debs cached in .zync/apt/
+  local why=$1; shift
+  command -v apt-get >/dev/null || die "$* missing and this is not Debian: install $* ($why)"
+  say "installing Debian's $* ($why)"
   mkdir -p "$ZYNC_DIR/apt/partial"
-  apt_cache=(-o "Dir::Cache::archives=$ZYNC_DIR/apt")
-  if ! { $sudo apt-get "${apt_cache[@]}" install -y -q --no-install-recommends chromium \
-         || { $sudo apt-get update -q && $sudo apt-get "${apt_cache[@]}" install -y -q --no-install-recommends chromium; }; \
+  local apt_cache=(-o "Dir::Cache::archives=$ZYNC_DIR/apt")
+  if ! { $sudo apt-get "${apt_cache[@]}" install -y -q --no-install-recommends "$@" \
+         || { $sudo apt-get update -q && $sudo apt-get "${apt_cache[@]}" install -y -q --no-install-recommends "$@"; }; \
        } > "$ZYNC_DIR/apt.log" 2>&1; then
     tail -n 20 "$ZYNC_DIR/apt.log" >&2
-    die "apt-get could not install chromium (log: .zync/apt.log); re-run scripts/install.sh, or set ZYNC_SKIP_CHROMIUM=1 to skip the browser test"
+    die "apt-get could not install $* (log: .zync/apt.log); re-run scripts/install.sh"
   fi
+}
+
+if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+  # The package must not create and start a cluster of its own on port 5432.
+  $sudo mkdir -p /etc/postgresql-common
+  echo "create_main_cluster = false" | $sudo tee /etc/postgresql-common/createcluster.conf >/dev/null
+  apt_install "the CDC stack's source and warehouse databases" postgresql-15 postgresql-client-15
+else
+  say "PostgreSQL is present"
+fi
+
+# 5. Chromium for the UI test (Debian package; Playwright uses it, downloads none) --------
+if [ -z "${ZYNC_SKIP_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
+  apt_install "the browser test of the Dagster UI; ZYNC_SKIP_CHROMIUM=1 skips it" chromium
 else
   say "chromium is present"
 fi

@@ -24,3 +24,8 @@ def jars_dir() -> Path:
 
 
 INSTALL_HINT = "run scripts/install.sh"
+
+
+def connect_configs_dir() -> Path:
+    """The Kafka Connect connector configurations (`resources/connect/` of the checkout)."""
+    return _PACKAGE_ROOT / "resources" / "connect"

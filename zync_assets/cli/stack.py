@@ -7,12 +7,19 @@ import time
 import click
 
 from zync_assets.stack.dagster import DAGSTER_PORT
-from zync_assets.stack.services import StackPorts, stack_down, stack_status, stack_up
+from zync_assets.stack.services import (
+    CdcPorts,
+    StackPorts,
+    stack_down,
+    stack_status,
+    stack_up,
+)
 
 
 @click.group()
 def stack() -> None:
-    """Start, stop or show the local Kafka + schema registry (+ Dagster); data in .zync/."""
+    """Start, stop or show the local Kafka + schema registry (+ CDC services, Dagster); data
+    in .zync/."""
 
 
 @stack.command()
@@ -25,6 +32,17 @@ def stack() -> None:
     help="Also start `dagster dev` (webserver + daemon: sensors start the runs).",
 )  # fmt: skip
 @click.option("--dagster-port", default=DAGSTER_PORT, show_default=True, help="Dagster UI port.")
+@click.option(
+    "--cdc", "with_cdc", is_flag=True,
+    help="Also start the CDC services: PostgreSQL source and warehouse clusters and a "
+    "Kafka Connect worker with Debezium's PostgreSQL source and JDBC sink.",
+)  # fmt: skip
+@click.option("--source-db-port", default=CdcPorts.source_db, show_default=True,
+              help="Source PostgreSQL port (wal_level=logical).")  # fmt: skip
+@click.option("--warehouse-db-port", default=CdcPorts.warehouse_db, show_default=True,
+              help="Warehouse PostgreSQL port (the JDBC sink's target).")  # fmt: skip
+@click.option("--connect-port", default=CdcPorts.connect, show_default=True,
+              help="Kafka Connect REST port.")  # fmt: skip
 def up(
     kafka_port: int,
     controller_port: int | None,
@@ -32,11 +50,18 @@ def up(
     management_port: int | None,
     with_dagster: bool,
     dagster_port: int,
+    with_cdc: bool,
+    source_db_port: int,
+    warehouse_db_port: int,
+    connect_port: int,
 ) -> None:
-    """Start Kafka and the registry on 127.0.0.1 (and Dagster) and wait until they answer."""
+    """Start Kafka and the registry on 127.0.0.1 (and the CDC services, and Dagster) and
+    wait until they answer."""
     started = time.monotonic()
     ports = StackPorts(kafka_port, registry_port, controller_port, management_port)
-    for status in stack_up(ports, dagster_port=dagster_port if with_dagster else None):
+    cdc = CdcPorts(source_db_port, warehouse_db_port, connect_port) if with_cdc else None
+    dagster = dagster_port if with_dagster else None
+    for status in stack_up(ports, dagster_port=dagster, cdc=cdc):
         click.echo(status.line())
     click.echo(f"stack is up ({time.monotonic() - started:.1f}s)")
 

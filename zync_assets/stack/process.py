@@ -51,8 +51,9 @@ def _alive(pid: int) -> bool:
 class Service:
     """One named process: its command, its log, its PID file, its readiness probe."""
 
-    def __init__(self, name: str, run_dir: Path) -> None:
+    def __init__(self, name: str, run_dir: Path, stop_signal: int = signal.SIGTERM) -> None:
         self.name = name
+        self.stop_signal = stop_signal  # PostgreSQL shuts down fast on SIGINT, slowly on TERM
         self.pid_file = run_dir / f"{name}.json"
         self.log = run_dir.parent / "logs" / f"{name}.log"
 
@@ -66,9 +67,16 @@ class Service:
         return Running(info["pid"], info["port"], self.log)
 
     def launch(
-        self, command: list[str], port: int, env: dict[str, str] | None = None
+        self,
+        command: list[str],
+        port: int,
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+        group: int | None = None,
+        extra_groups: list[int] | None = None,
     ) -> subprocess.Popen:
-        """Start the process in its own process group, logging to `self.log`."""
+        """Start the process in its own process group, logging to `self.log`, as `user`
+        (default: this one)."""
         if not port_free(port):
             raise ZyncError(
                 f"port {port} for {self.name} is in use on 127.0.0.1; stop whatever listens "
@@ -83,6 +91,9 @@ class Service:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
+                user=user,
+                group=group,
+                extra_groups=extra_groups,
                 start_new_session=True,  # own process group: stop() signals all of it
             )
         self.pid_file.write_text(json.dumps({"pid": proc.pid, "port": port}))
@@ -114,7 +125,7 @@ class Service:
         running = self.running()
         if running is None:
             return False
-        _signal_group(running.pid, signal.SIGTERM)
+        _signal_group(running.pid, self.stop_signal)
         deadline = time.monotonic() + timeout
         while _alive(running.pid) and time.monotonic() < deadline:
             time.sleep(0.2)

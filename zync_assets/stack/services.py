@@ -1,4 +1,6 @@
-"""Kafka (single-node KRaft) and Apicurio Registry, run from the jars in the cache."""
+"""The local stack: Kafka (single-node KRaft) and Apicurio Registry from the jars in the
+cache, then, on request, Dagster and the CDC services (PostgreSQL source and warehouse
+clusters and a Kafka Connect worker for Debezium's connectors)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 from zync_assets.errors import ZyncError
 from zync_assets.locations import INSTALL_HINT, jars_dir, state_dir
 from zync_assets.settings import KafkaSettings
+from zync_assets.stack import connect, postgres
 from zync_assets.stack.dagster import dagster_service, dagster_url, launch_dagster
 from zync_assets.stack.java import find_java
 from zync_assets.stack.process import Running, Service
@@ -36,6 +39,15 @@ class StackPorts:
     @property
     def registry_management(self) -> int:
         return self.management or self.registry + 1
+
+
+@dataclass(frozen=True)
+class CdcPorts:
+    """Ports of the CDC services (`zync stack up --cdc`)."""
+
+    source_db: int = 5433  # not 5432: leave a system PostgreSQL its usual port
+    warehouse_db: int = 5434
+    connect: int = 8083
 
 
 def _jar_dir(name: str) -> Path:
@@ -203,23 +215,32 @@ class ServiceStatus:
 
     def line(self) -> str:
         if self.running is None:
-            return f"{self.name:9} stopped"
+            return f"{self.name:12} stopped"
         address = {
             "registry": registry_url(self.running.port),
             "dagster": dagster_url(self.running.port),
+            "connect": connect.connect_url(self.running.port),
         }.get(self.name, f"127.0.0.1:{self.running.port}")
-        return f"{self.name:9} running  pid {self.running.pid:<7} {address}  log {self.running.log}"
+        return (
+            f"{self.name:12} running  pid {self.running.pid:<7} {address}  log {self.running.log}"
+        )
 
 
 def stack_up(
-    ports: StackPorts, home: Path | None = None, dagster_port: int | None = None
+    ports: StackPorts,
+    home: Path | None = None,
+    dagster_port: int | None = None,
+    cdc: CdcPorts | None = None,
 ) -> list[ServiceStatus]:
-    """Start Kafka and the registry side by side (then Dagster, if given a port) and wait
-    for them; all or nothing. A service already running is left as it is."""
+    """Start Kafka and the registry side by side (with the CDC services, if given their
+    ports; then Dagster, if given a port) and wait for them; all or nothing. A service
+    already running is left as it is."""
     home = home or state_dir()
     try:
         waits = [("kafka", launch_kafka(home, ports)), ("registry", launch_registry(home, ports))]
         statuses = [ServiceStatus(name, wait()) for name, wait in waits]
+        if cdc is not None:  # the worker needs Kafka up
+            statuses += cdc_up(home, cdc, f"127.0.0.1:{ports.kafka}")
         if dagster_port is not None:  # its sensors need Kafka and the registry up first
             kafka, registry = f"127.0.0.1:{ports.kafka}", registry_url(ports.registry)
             wait = launch_dagster(home, dagster_port, kafka, registry)
@@ -230,8 +251,26 @@ def stack_up(
         raise
 
 
+def cdc_up(home: Path, cdc: CdcPorts, kafka_bootstrap: str) -> list[ServiceStatus]:
+    """Start the CDC services (PostgreSQL clusters, then the Connect worker) next to a
+    running Kafka and registry, and wait for them. Those already running are left alone."""
+    ports = {postgres.SOURCE: cdc.source_db, postgres.WAREHOUSE: cdc.warehouse_db}
+    waits = [
+        (postgres.service(home, cluster).name, postgres.launch_postgres(home, cluster, port))
+        for cluster, port in ports.items()
+    ]
+    waits.append(("connect", connect.launch_connect(home, cdc.connect, kafka_bootstrap)))
+    return [ServiceStatus(name, wait()) for name, wait in waits]
+
+
+def _cdc_services(home: Path) -> list[Service]:
+    return [postgres.service(home, c) for c in postgres.CLUSTERS] + [connect.service(home)]
+
+
 def _all_services(home: Path) -> list[Service]:
-    return [dagster_service(home), *_services(home)]  # Dagster first: it uses the others
+    """In the order they stop: each before what it uses."""
+    cdc = _cdc_services(home)
+    return [dagster_service(home), cdc[-1], *cdc[:-1], *_services(home)]
 
 
 def stack_down(home: Path | None = None) -> list[str]:
@@ -244,7 +283,8 @@ def stack_down(home: Path | None = None) -> list[str]:
 
 
 def stack_status(home: Path | None = None) -> list[ServiceStatus]:
-    """Every service, in the order they start: Kafka, the registry, Dagster."""
+    """Every service, in the order they start: Kafka, the registry, the CDC services,
+    Dagster."""
     home = home or state_dir()
-    services = [*_services(home), dagster_service(home)]
+    services = [*_services(home), *_cdc_services(home), dagster_service(home)]
     return [ServiceStatus(s.name, s.running()) for s in services]

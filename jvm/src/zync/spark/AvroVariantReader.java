@@ -37,6 +37,9 @@ import org.apache.spark.types.variant.VariantBuilder.FieldEntry;
  *       member0..memberN (the non-null branches in order), all null but the one present.
  * </ul>
  *
+ * <p>Kafka Connect's and Debezium's semantic types ({@code connect.name}) become the values
+ * they stand for: see {@link ConnectTypeReaders}.
+ *
  * <p>It also decodes what Spark cannot: recursive records (nested objects), null-typed fields
  * (variant nulls), time-micros (Spark's TIME type does not convert to a variant; here it is its
  * long), and decimals declared wider than 38 digits whose values fit a variant decimal
@@ -55,6 +58,8 @@ final class AvroVariantReaders {
   private AvroVariantReaders() {}
 
   static AvroVariantReader of(Schema schema, Map<String, Record> records) {
+    AvroVariantReader semantic = ConnectTypeReaders.of(schema); // Debezium's types first
+    if (semantic != null) return semantic;
     var logical = schema.getLogicalType();
     switch (schema.getType()) {
       case NULL:

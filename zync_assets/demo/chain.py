@@ -1,0 +1,149 @@
+"""The real CDC chain around zync-assets, for the demo, the end-to-end tests and the bench:
+
+    PostgreSQL `shop` ─ Debezium source ─▶ Kafka ─ zync (ingest, etl, to-kafka) ─▶ Kafka
+      ─ Debezium JDBC sink ─▶ PostgreSQL `warehouse`
+
+`Chain` knows the names (topics, slot, publication, connectors) of one run of it, so
+several runs can share a stack: each has its own topic prefix, slot and output topic.
+The source tables are the invoice example's, as a database holds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+
+from zync_assets.stack import postgres
+from zync_assets.stack.connectors import ConnectApi, connector_config
+
+SOURCE_TABLES = """
+CREATE TABLE IF NOT EXISTS invoices (
+    id bigint PRIMARY KEY,
+    customer text NOT NULL,
+    item text NOT NULL,
+    amount numeric(10, 2) NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS invoice_status (
+    id bigint PRIMARY KEY,
+    invoice_id bigint NOT NULL UNIQUE,
+    status text NOT NULL
+);
+-- A deleted status must say which invoice it belonged to (the spec turns it into a
+-- tombstone for that invoice): with the default REPLICA IDENTITY a delete carries only
+-- the primary key.
+ALTER TABLE invoice_status REPLICA IDENTITY FULL;
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'debezium') THEN
+        CREATE ROLE debezium LOGIN REPLICATION;
+    END IF;
+END $$;
+GRANT SELECT ON invoices, invoice_status TO debezium;
+"""
+
+# What the warehouse must hold: every invoice with its status (deleted ones absent).
+EXPECTED_QUERY = """
+SELECT i.id, i.customer, i.item, i.amount, s.status
+FROM invoices i JOIN invoice_status s ON s.invoice_id = i.id ORDER BY i.id
+"""
+
+
+@dataclass(frozen=True)
+class Chain:
+    name: str  # one run's prefix: topics, slot, publication, connectors and table
+    wire_format: str  # avro | json
+    source_port: int
+    warehouse_port: int
+    connect_port: int
+    kafka: str
+    registry_v2: str  # the registry's Apicurio v2 API, for the Avro converter
+
+    @property
+    def topics(self) -> tuple[str, str]:
+        """The Debezium topics of the two source tables."""
+        return f"{self.name}.public.invoices", f"{self.name}.public.invoice_status"
+
+    @property
+    def output_topic(self) -> str:
+        return f"{self.name}_invoices"  # also the warehouse table's name
+
+    @property
+    def connect(self) -> ConnectApi:
+        return ConnectApi(f"http://127.0.0.1:{self.connect_port}")
+
+    def source(self, autocommit: bool = False) -> psycopg.Connection:
+        return psycopg.connect(
+            postgres.dsn(self.source_port, postgres.SOURCE.database), autocommit=autocommit
+        )
+
+    def warehouse(self) -> psycopg.Connection:
+        return psycopg.connect(
+            postgres.dsn(self.warehouse_port, postgres.WAREHOUSE.database), autocommit=True
+        )
+
+    def create_source_tables(self) -> None:
+        """The tables, the connector's role and this chain's publication (made by the
+        table owner, so the connector's role needs only LOGIN REPLICATION and SELECT)."""
+        with self.source(autocommit=True) as conn:
+            conn.execute(SOURCE_TABLES)
+            exists = conn.execute(
+                "SELECT 1 FROM pg_publication WHERE pubname = %s", [self.name]
+            ).fetchone()
+            if not exists:
+                conn.execute(f"CREATE PUBLICATION {self.name} FOR TABLE invoices, invoice_status")
+
+    def start_source_connector(self) -> None:
+        config = connector_config(
+            "postgres-source",
+            self.wire_format,
+            source_port=str(self.source_port),
+            database=postgres.SOURCE.database,
+            topic_prefix=self.name,
+            slot=self.name,
+            publication=self.name,
+            tables="public.invoices,public.invoice_status",
+            registry_v2=self.registry_v2,
+        )
+        self.connect.put(f"{self.name}-source", config)
+        self.connect.wait_running(f"{self.name}-source")
+
+    def start_sink_connector(self) -> None:
+        config = connector_config(
+            "jdbc-sink",
+            self.wire_format,
+            topics=self.output_topic,
+            warehouse_port=str(self.warehouse_port),
+            database=postgres.WAREHOUSE.database,
+            registry_v2=self.registry_v2,
+        )
+        self.connect.put(f"{self.name}-sink", config)
+        self.connect.wait_running(f"{self.name}-sink")
+
+    def expected_rows(self) -> list[tuple[Any, ...]]:
+        with self.source() as conn:
+            return list(conn.execute(EXPECTED_QUERY).fetchall())
+
+    def warehouse_rows(self) -> list[tuple[Any, ...]]:
+        """The sink's table in the shape of EXPECTED_QUERY; [] before it exists."""
+        query = f"SELECT id, customer, item, amount, status FROM {self.output_topic} ORDER BY id"
+        with self.warehouse() as conn:
+            try:
+                return list(conn.execute(query).fetchall())
+            except psycopg.errors.UndefinedTable:
+                return []
+
+
+@contextmanager
+def transaction(chain: Chain) -> Iterator[psycopg.Connection]:
+    """One source transaction: committed when the block ends, rolled back on error."""
+    with chain.source() as conn, conn.transaction():
+        yield conn
+
+
+def money(value: str) -> Decimal:
+    return Decimal(value).quantize(Decimal("0.01"))

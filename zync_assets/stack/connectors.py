@@ -1,0 +1,115 @@
+"""Connector configurations (files under `resources/connect/`) and Connect's REST API.
+
+A configuration file is JSON with `{{name}}` placeholders; keys starting with `//` are
+comments. A converter file (`converter-avro.json`, `converter-json.json`) is applied to
+a connector's key and value alike, as `key.converter.*` and `value.converter.*`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from zync_assets.errors import ZyncError
+from zync_assets.locations import connect_configs_dir
+
+FORMATS = ("avro", "json")
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+def _load(path: Path, values: dict[str, str]) -> dict[str, str]:
+    def fill(match: re.Match[str]) -> str:
+        if match.group(1) not in values:
+            raise ZyncError(f"{path}: no value for the placeholder {match.group(0)}")
+        return values[match.group(1)]
+
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ZyncError(f"cannot read the connector configuration {path}: {e}") from e
+    return {k: _PLACEHOLDER.sub(fill, str(v)) for k, v in raw.items() if not k.startswith("//")}
+
+
+def connector_config(
+    name: str, wire_format: str, folder: Path | None = None, **values: str
+) -> dict[str, str]:
+    """`<name>.json` with its placeholders filled, and the converters of `wire_format`."""
+    if wire_format not in FORMATS:
+        raise ZyncError(f"unknown wire format {wire_format!r}: use one of {', '.join(FORMATS)}")
+    folder = folder or connect_configs_dir()
+    config = _load(folder / f"{name}.json", values)
+    converter = _load(folder / f"converter-{wire_format}.json", values)
+    for side in ("key", "value"):
+        config[f"{side}.converter"] = converter["converter"]
+        for key, value in converter.items():
+            if key != "converter":
+                config[f"{side}.converter.{key}"] = value
+    return config
+
+
+class ConnectApi:
+    """The few calls of Kafka Connect's REST API the stack needs."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data, {"Content-Type": "application/json"}, method=method
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                text = reply.read()
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode(errors="replace")
+            if e.code == 404:
+                raise LookupError(detail) from e
+            raise ZyncError(f"Kafka Connect refused {method} {path}: {e.code} {detail}") from e
+        except OSError as e:
+            raise ZyncError(
+                f"Kafka Connect does not answer at {self.url} ({e}); start it with "
+                "`zync stack up --cdc`"
+            ) from e
+        return json.loads(text) if text else None
+
+    def put(self, name: str, config: dict[str, str]) -> None:
+        """Create the connector, or change its configuration (idempotent)."""
+        self._call("PUT", f"/connectors/{name}/config", config)
+
+    def delete(self, name: str) -> bool:
+        try:
+            self._call("DELETE", f"/connectors/{name}")
+        except LookupError:
+            return False
+        return True
+
+    def state(self, name: str) -> tuple[str, list[str]]:
+        """The connector's state and its tasks' states, with each failed task's trace."""
+        status = self._call("GET", f"/connectors/{name}/status")
+        tasks = [
+            t["state"] + (f": {t['trace'].splitlines()[0]}" if t.get("trace") else "")
+            for t in status.get("tasks", [])
+        ]
+        return status["connector"]["state"], tasks
+
+    def wait_running(self, name: str, timeout: float = 60.0) -> None:
+        """Wait until the connector and all its tasks run; explain a failure."""
+        deadline = time.monotonic() + timeout
+        state, tasks = "UNKNOWN", []
+        while time.monotonic() < deadline:
+            try:
+                state, tasks = self.state(name)
+            except LookupError:
+                state, tasks = "UNKNOWN", []
+            if any(t.startswith("FAILED") for t in tasks) or state == "FAILED":
+                raise ZyncError(f"connector {name} failed: {state}; tasks: {tasks}")
+            if state == "RUNNING" and tasks and all(t == "RUNNING" for t in tasks):
+                return
+            time.sleep(0.5)
+        raise ZyncError(f"connector {name} is not running after {timeout:g}s: {state} {tasks}")
