@@ -58,12 +58,13 @@ def automation_sensor(interval: int) -> AutomationConditionSensorDefinition:
 def build_definitions(specs: list[Spec]) -> Definitions:
     _check_staging_owners(specs)
     pools = all_raw_pools(specs)
+    formats = {topic: wire for spec in specs for topic, wire in spec.formats().items()}
     interval = sensor_interval_seconds()
     topics = sorted({t for ts in pools.values() for t in ts})
     return Definitions(
         assets=[
             *topic_assets(topics),
-            *(raw_pool_asset(pool, ts) for pool, ts in pools.items()),
+            *(raw_pool_asset(pool, ts, formats) for pool, ts in pools.items()),
             *(asset for spec in specs if spec.transforms for asset in etl_assets(spec)),
             *(asset for spec in specs if spec.transforms for asset in output_topic_assets(spec)),
         ],

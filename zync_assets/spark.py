@@ -66,6 +66,8 @@ ZYNC_FUNCTIONS = {
     "zync_avro_variant": ("zync.spark.AvroToVariant", VariantType()),
     "zync_avro_error": ("zync.spark.AvroToVariant$Error", StringType()),
     "zync_schema_id": ("zync.spark.AvroToVariant$SchemaId", LongType()),
+    "zync_connect_json_variant": ("zync.spark.ConnectJsonToVariant", VariantType()),
+    "zync_connect_json_error": ("zync.spark.ConnectJsonToVariant$Error", StringType()),
 }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from zync_assets.codec.formats import AVRO, WireFormat, wire_format
 from zync_assets.errors import ZyncError
 from zync_assets.etl.rules import Rule, parse_rules
 from zync_assets.pools import POOL_NAME
@@ -21,6 +22,7 @@ from zync_assets.pools import POOL_NAME
 class Route:
     topic: str
     pool: str
+    format: WireFormat = AVRO
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,10 @@ class Spec:
         for route in self.inputs:
             pools.setdefault(route.pool, []).append(route.topic)
         return pools
+
+    def formats(self) -> dict[str, WireFormat]:
+        """topic -> its wire format, inputs and outputs."""
+        return {route.topic: route.format for route in self.inputs + self.outputs}
 
 
 class SpecError(ZyncError):
@@ -86,6 +92,9 @@ def load_spec(path: str | Path) -> Spec:
     return Spec(path, inputs, outputs, transforms, shaper_path)
 
 
+ROUTE_KEYS = {"topic", "pool", "format", "key-format"}
+
+
 def _routes(path: Path, data: dict, section: str, required: bool) -> list[Route]:
     items = data.get(section)
     if items is None:
@@ -97,14 +106,22 @@ def _routes(path: Path, data: dict, section: str, required: bool) -> list[Route]
     routes = []
     for index, item in enumerate(items, start=1):
         where = f"{section}[{index}]"
-        if not isinstance(item, dict) or set(item) != {"topic", "pool"}:
-            raise _fail(path, where, "expected exactly {topic: ..., pool: ...}")
+        if not isinstance(item, dict) or not {"topic", "pool"} <= set(item) <= ROUTE_KEYS:
+            raise _fail(
+                path, where, "expected {topic: ..., pool: ...} and optionally format, key-format"
+            )
         topic, pool = item["topic"], item["pool"]
         if not isinstance(topic, str) or not topic:
             raise _fail(path, where, "topic must be a non-empty string")
         if not isinstance(pool, str) or not POOL_NAME.match(pool):
             raise _fail(path, where, f"invalid pool name {pool!r} (letters, digits, _ and -)")
-        routes.append(Route(topic, pool))
+        try:
+            formats = wire_format(item.get("format"), item.get("key-format"))
+        except ZyncError as e:
+            raise _fail(path, where, str(e)) from e
+        if section == "outputs" and formats.key != formats.value:
+            raise _fail(path, where, "to-kafka writes keys in the value's format: drop key-format")
+        routes.append(Route(topic, pool, formats))
     return routes
 
 

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import click
 
+from zync_assets.codec.formats import KEY_FORMATS, VALUE_FORMATS, WireFormat, wire_format
 from zync_assets.errors import ZyncError
 from zync_assets.follow import follow
 from zync_assets.ingest.ingest import IngestResult, ingest
@@ -30,6 +31,16 @@ def _routes(topic: str | None, pool: str | None, specs: tuple[str, ...]) -> dict
     if not pools:
         raise ZyncError("nothing to ingest: give --topic and --pool, or spec files with inputs")
     return pools
+
+
+def _formats(topic: str | None, wire: WireFormat, specs: tuple[str, ...]) -> dict[str, WireFormat]:
+    """Each topic's wire format: the specs' routes, and --format/--key-format for --topic."""
+    formats: dict[str, WireFormat] = {}
+    for path in specs:
+        formats |= load_spec(path).formats()
+    if topic:
+        formats[topic] = wire
+    return formats
 
 
 def _shaper(option: str | None, specs: tuple[str, ...]) -> Shaper | None:
@@ -78,6 +89,11 @@ def graceful_stop() -> Iterator[list[bool]]:
 @click.option("--max-records", type=int, help="At most this many messages per commit.")
 @click.option("--exit-after", help="Stop once no new message arrived for this long (e.g. 5s).")
 @click.option("--once", is_flag=True, help="One pass up to the current end offsets, then exit.")
+@click.option("--format", "value_format", type=click.Choice(VALUE_FORMATS), default="avro",
+              show_default=True,
+              help="--topic's value format: Confluent-framed Avro, or Kafka Connect JSON.")  # fmt: skip
+@click.option("--key-format", type=click.Choice(KEY_FORMATS),
+              help="--topic's key format [default: the value's].")  # fmt: skip
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 def from_kafka(
     topic: str | None,
@@ -87,10 +103,16 @@ def from_kafka(
     max_records: int | None,
     exit_after: str | None,
     once: bool,
+    value_format: str,
+    key_format: str | None,
     specs: tuple[str, ...],
 ) -> None:
-    """Ingest Kafka topics into raw pools, exactly once; continuous unless --once/--exit-after."""
+    """Ingest Kafka topics into raw pools, exactly once; continuous unless --once/--exit-after.
+
+    Each spec route says its topic's formats (`format`, `key-format`); --format and
+    --key-format say --topic's."""
     routes = _routes(topic, pool, specs)
+    formats = _formats(topic, wire_format(value_format, key_format), specs)
     the_shaper = _shaper(shaper, specs)
     kafka, registry = kafka_settings(), Registry(registry_settings())
     from zync_assets.spark import spark_session
@@ -110,6 +132,7 @@ def from_kafka(
                 shaper=the_shaper,
                 max_records=max_records,
                 missing_ok=bool(specs),
+                formats=formats,
             )
             for name, topics in routes.items()
         ]

@@ -8,6 +8,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from zync_assets.cli.pipeline import graceful_stop
+from zync_assets.codec.formats import OUTPUT_FORMATS
 from zync_assets.follow import follow
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import kafka_settings, registry_settings
@@ -33,6 +34,10 @@ def describe(result: SyncResult) -> str:
               help="Create missing topics with N partitions (records spread by key hash).")  # fmt: skip
 @click.option("--transaction-size", type=click.IntRange(min=1), default=200_000, show_default=True,
               help="Records per Kafka transaction: what a crash rolls back and resends.")  # fmt: skip
+@click.option("--format", "wire_format", type=click.Choice(OUTPUT_FORMATS), default="avro",
+              show_default=True,
+              help="Wire format: Confluent-framed Avro through the registry, or Kafka Connect's "
+              "JSON envelope (schema + payload).")  # fmt: skip
 @click.option("--follow", "keep_going", is_flag=True, help="Keep syncing as staging grows.")
 @click.option(
     "--interval",
@@ -46,6 +51,7 @@ def to_kafka(
     topics: tuple[str, ...],
     partitions: int | None,
     transaction_size: int,
+    wire_format: str,
     keep_going: bool,
     interval: str,
     exit_after: str | None,
@@ -72,9 +78,11 @@ def to_kafka(
 
         def run_once() -> list[SyncResult]:
             tasks.clear()
+            chosen = list(topics)
             results = sync_pool(
-                spark, pool, kafka, registry, list(topics), partitions, show, transaction_size
-            )
+                spark, pool, kafka, registry, chosen, partitions, show, transaction_size,
+                default_format=wire_format,
+            )  # fmt: skip
             if not results and not keep_going:
                 bar.console.print(f"pool {pool}: no output records yet, nothing to send")
             return results

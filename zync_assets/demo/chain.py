@@ -3,8 +3,9 @@
     PostgreSQL `shop` ─ Debezium source ─▶ Kafka ─ zync (ingest, etl, to-kafka) ─▶ Kafka
       ─ Debezium JDBC sink ─▶ PostgreSQL `warehouse`
 
-`Chain` knows the names (topics, slot, publication, connectors) of one run of it, so
-several runs can share a stack: each has its own topic prefix, slot and output topic.
+`Chain` knows the names (database, topics, slot, publication, connectors) of one run of
+it, so several runs can share a stack: each has its own source database (named after
+it), topic prefix, slot and output topic.
 The source tables are the invoice example's, as a database holds them.
 """
 
@@ -77,9 +78,7 @@ class Chain:
         return ConnectApi(f"http://127.0.0.1:{self.connect_port}")
 
     def source(self, autocommit: bool = False) -> psycopg.Connection:
-        return psycopg.connect(
-            postgres.dsn(self.source_port, postgres.SOURCE.database), autocommit=autocommit
-        )
+        return psycopg.connect(postgres.dsn(self.source_port, self.name), autocommit=autocommit)
 
     def warehouse(self) -> psycopg.Connection:
         return psycopg.connect(
@@ -89,6 +88,7 @@ class Chain:
     def create_source_tables(self) -> None:
         """The tables, the connector's role and this chain's publication (made by the
         table owner, so the connector's role needs only LOGIN REPLICATION and SELECT)."""
+        postgres.create_database(self.source_port, self.name)
         with self.source(autocommit=True) as conn:
             conn.execute(SOURCE_TABLES)
             exists = conn.execute(
@@ -102,7 +102,7 @@ class Chain:
             "postgres-source",
             self.wire_format,
             source_port=str(self.source_port),
-            database=postgres.SOURCE.database,
+            database=self.name,
             topic_prefix=self.name,
             slot=self.name,
             publication=self.name,

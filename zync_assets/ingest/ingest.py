@@ -13,11 +13,13 @@ copy     the run's dead letters to `<pool>_dlq` (idempotent; a crash before it i
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
+from zync_assets.codec.formats import WireFormat
 from zync_assets.delta_writes import append_once
 from zync_assets.errors import ZyncError
 from zync_assets.ingest import decode
@@ -54,10 +56,12 @@ def ingest(
     shaper: Shaper | None = None,
     max_records: int | None = None,
     missing_ok: bool = False,
+    formats: Mapping[str, WireFormat] | None = None,
 ) -> IngestResult:
     """Ingest `topics` into `pool` up to `end_offsets` (default: the current end of each).
 
-    `missing_ok` treats a topic that does not exist (yet) as empty instead of an error.
+    `missing_ok` treats a topic that does not exist (yet) as empty instead of an error;
+    `formats` gives a topic's key and value wire formats (default: Avro for both).
     """
     path = pool_path(check_pool_name(pool))
     progress = read_progress(spark, path)
@@ -70,7 +74,7 @@ def ingest(
     after = advance(progress.offsets, ranges)
     envelopes = read_ranges(spark, kafka, ranges).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        rows = decode.decode_envelopes(envelopes, registry)
+        rows = decode.decode_envelopes(envelopes, registry, formats)
         if shaper is not None:
             rows = shaper.apply(rows)
         ranges_json = [[r.topic, r.partition, r.start, r.end] for r in ranges]

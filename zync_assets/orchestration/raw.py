@@ -26,6 +26,7 @@ from dagster import (
     sensor,
 )
 
+from zync_assets.codec.formats import WireFormat
 from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.ingest.ranges import (
     OffsetRange,
@@ -99,7 +100,7 @@ def dead_letter_check(key: AssetKey, name: str, pool: str, count: int) -> AssetC
     )
 
 
-def raw_pool_asset(pool: str, topics: list[str]):
+def raw_pool_asset(pool: str, topics: list[str], formats: dict[str, WireFormat] | None = None):
     @asset(
         key=raw_key(pool),
         check_specs=[AssetCheckSpec("no_dead_letters", asset=raw_key(pool))],
@@ -118,7 +119,7 @@ def raw_pool_asset(pool: str, topics: list[str]):
         end = offsets_from_json(json.loads(config.end_offsets)) if config.end_offsets else None
         result = ingest(
             spark.session(), pool, topics, kafka.settings(), schema_registry.registry(), end,
-            missing_ok=True,
+            missing_ok=True, formats=formats,
         )  # fmt: skip
         context.log.info(
             f"pool {pool}: read {', '.join(describe_range(r) for r in result.ranges) or 'nothing'}; "

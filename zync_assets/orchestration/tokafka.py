@@ -31,16 +31,21 @@ def sync_metadata(result: SyncResult) -> dict[str, Any]:
 
 
 def output_topic_assets(spec: Spec) -> list:
-    return [_topic_asset(spec.name, route.topic, route.pool) for route in spec.outputs]
+    return [
+        _topic_asset(spec, route.topic, route.pool, route.format.value) for route in spec.outputs
+    ]
 
 
-def _topic_asset(spec: str, topic: str, pool: str):
+def _topic_asset(spec: Spec, topic: str, pool: str, wire_format: str):
     @asset(
         key=topic_key(topic),
         deps=[staging_key(pool), done_key(pool)],  # both live in the staging pool
         group_name="kafka_out",
         automation_condition=AutomationCondition.eager(),
-        description=f"Output topic {topic}: staging pool {pool}'s records, exactly once, Avro.",
+        description=(
+            f"Output topic {topic}: staging pool {pool}'s records, exactly once, "
+            + ("Avro." if wire_format == "avro" else "Kafka Connect JSON.")
+        ),
         tags={"zync/stage": "to-kafka"},
     )
     def output_topic(
@@ -50,14 +55,15 @@ def _topic_asset(spec: str, topic: str, pool: str):
         schema_registry: SchemaRegistryResource,
     ) -> MaterializeResult:
         result = sync_topic(
-            spark.session(), pool, topic, kafka.settings(), schema_registry.registry()
-        )
+            spark.session(), pool, topic, kafka.settings(), schema_registry.registry(),
+            wire_format=wire_format,
+        )  # fmt: skip
         context.log.info(
             f"{pool} → {topic}: sent {result.sent} records from staging offset "
             f"{result.first_offset}; high-water marks {result.high_water_before} → "
             f"{result.high_water_after}"
         )
-        state = read_state(spark.session(), pool_path(pool), spec)
+        state = read_state(spark.session(), pool_path(pool), spec.name)
         staged = state.next_offsets.get(topic, 0)
         return MaterializeResult(
             metadata={

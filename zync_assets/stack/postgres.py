@@ -142,7 +142,8 @@ def _ready(port: int) -> bool:
         return False
 
 
-def _create_database(port: int, database: str) -> None:
+def create_database(port: int, database: str) -> None:
+    """Create `database` in the cluster on `port` unless it exists."""
     import psycopg
 
     with psycopg.connect(dsn(port, "postgres"), autocommit=True) as conn:
@@ -164,7 +165,7 @@ def launch_postgres(home: Path, cluster: Cluster, port: int) -> Callable[[], Run
 
     def wait() -> Running:
         running = svc.wait_ready(proc, port, lambda: _ready(port), POSTGRES_START_TIMEOUT_S)
-        _create_database(port, cluster.database)
+        create_database(port, cluster.database)
         return running
 
     return wait

@@ -148,6 +148,41 @@ def survey(outputs: DataFrame, start: int, typed: int | None = None) -> tuple[Sp
     return offsets, types
 
 
+@dataclass(frozen=True)
+class Schemas:
+    """Where a topic's schemas come from: the registry (Avro), or, for Kafka Connect JSON,
+    the survey alone: every message carries its schema, nothing is registered."""
+
+    registry: Registry
+    wire_format: str = "avro"
+
+    def registered(self, topic: str) -> Encoding | None:
+        if self.wire_format == "json":
+            return None  # no memory between runs: each run types its records
+        return registered_encoding(topic, self.registry)
+
+    def encoding(self, survey_: Survey, topic: str) -> Encoding:
+        if self.wire_format == "json":
+            return json_encoding(survey_, topic)
+        return encoding(survey_, topic, self.registry)
+
+
+def json_encoding(survey_: Survey, topic: str) -> Encoding:
+    """Connect JSON: one Connect schema per shape, written into each message."""
+    key = None
+    if survey_.key_type is not None:
+        key = ["json", json.dumps(shapes.to_connect(survey_.key_type, f"{topic}.Key"))]
+    objects: dict[str, Any] = {}
+    other = None
+    for shape, kind in survey_.value_shapes.items():
+        entry = ["json", json.dumps(shapes.to_connect(kind, shapes.value_record_name(kind)))]
+        if shape is None:
+            other = entry
+        else:
+            objects[shape] = entry
+    return _encoding({"other": key}, {"objects": objects, "other": other}, {})
+
+
 def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:
     """Register one schema per shape (widening what is registered) and build the
     columns that encode keys and values."""

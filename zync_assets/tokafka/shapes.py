@@ -26,15 +26,27 @@ AVRO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DECIMAL_PRECISION = 38
 _INTEGERS = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
 _FLOATS = {"FLOAT", "DOUBLE"}
+# Connect's and Debezium's semantic type names (the schema property `connect.name`):
+# Avro converters turn them into Connect types, which a JDBC sink maps to the right
+# column types. Without them a timestamp-micros reaches the sink as a bare int64 (a
+# bigint column): Confluent-style converters know no timestamp-micros.
+CONNECT_NAME = "connect.name"
+ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"  # ISO-8601 string → timestamptz
+MICRO_TIMESTAMP = "io.debezium.time.MicroTimestamp"  # epoch µs, no zone → timestamp
+CONNECT_DATE = "org.apache.kafka.connect.data.Date"  # epoch days → date
 _PRIMITIVE_AVRO: dict[str, Any] = {
     "BOOLEAN": "boolean",
     "BIGINT": "long",
     "DOUBLE": "double",
     "STRING": "string",
     "BINARY": "bytes",
-    "DATE": {"type": "int", "logicalType": "date"},
-    "TIMESTAMP": {"type": "long", "logicalType": "timestamp-micros"},
-    "TIMESTAMP_NTZ": {"type": "long", "logicalType": "local-timestamp-micros"},
+    "DATE": {"type": "int", "logicalType": "date", CONNECT_NAME: CONNECT_DATE},
+    "TIMESTAMP": {"type": "string", CONNECT_NAME: ZONED_TIMESTAMP},
+    "TIMESTAMP_NTZ": {
+        "type": "long",
+        "logicalType": "local-timestamp-micros",
+        CONNECT_NAME: MICRO_TIMESTAMP,
+    },
 }
 _AVRO_PRIMITIVE = {
     "boolean": "BOOLEAN",
@@ -43,8 +55,9 @@ _AVRO_PRIMITIVE = {
     "string": "STRING",
     "bytes": "BINARY",
     "date": "DATE",
-    "timestamp-micros": "TIMESTAMP",
+    "timestamp-micros": "TIMESTAMP",  # what zync wrote before ZonedTimestamp
     "local-timestamp-micros": "TIMESTAMP_NTZ",
+    ZONED_TIMESTAMP: "TIMESTAMP",
 }
 
 
@@ -234,6 +247,43 @@ def to_avro(kind: Type, name: str, namespace: str, path: str = "") -> Any:
     return _PRIMITIVE_AVRO[kind.name]
 
 
+# Connect schema of each scalar type (Kafka Connect's JSON envelope), matching the Avro
+# above: a sink reading either gets the same Connect value.
+_CONNECT: dict[str, dict[str, Any]] = {
+    "BOOLEAN": {"type": "boolean"},
+    "BIGINT": {"type": "int64"},
+    "DOUBLE": {"type": "double"},
+    "STRING": {"type": "string"},
+    "VOID": {"type": "string"},
+    "BINARY": {"type": "bytes"},
+    "DATE": {"type": "int32", "name": CONNECT_DATE, "version": 1},
+    "TIMESTAMP": {"type": "string", "name": ZONED_TIMESTAMP, "version": 1},
+    "TIMESTAMP_NTZ": {"type": "int64", "name": MICRO_TIMESTAMP, "version": 1},
+}
+
+
+def to_connect(kind: Type, name: str | None = None, path: str = "") -> dict[str, Any]:
+    """Kafka Connect's JSON schema of `kind`: every field optional, as in `to_avro`."""
+    if isinstance(kind, Object):
+        fields = [{"field": f, **to_connect(t, None, f"{path}.{f}")} for f, t in kind.fields]
+        return {"type": "struct", "fields": fields, "optional": True} | (
+            {"name": name} if name else {}
+        )
+    if isinstance(kind, Array):
+        return {"type": "array", "items": to_connect(kind.element, None, path), "optional": True}
+    if isinstance(kind, Decimal):
+        return {
+            "type": "bytes",
+            "name": "org.apache.kafka.connect.data.Decimal",
+            "version": 1,
+            "parameters": {"scale": str(kind.scale)},
+            "optional": True,
+        }
+    if kind.name not in _CONNECT:
+        to_avro(kind, "V", "zync", path)  # raises the same error, naming the field
+    return {**_CONNECT[kind.name], "optional": True}
+
+
 def from_avro(schema: Any) -> Type:
     """The type of an Avro schema this module wrote (to widen against what is registered)."""
     if isinstance(schema, list):
@@ -247,6 +297,8 @@ def from_avro(schema: Any) -> Type:
     logical = schema.get("logicalType")
     if logical == "decimal":
         return Decimal(int(schema.get("scale", 0)))
+    if schema.get(CONNECT_NAME) == ZONED_TIMESTAMP:
+        return Scalar("TIMESTAMP")
     return Scalar(_AVRO_PRIMITIVE[logical or schema["type"]])
 
 

@@ -18,28 +18,21 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 
+from zync_assets.codec.formats import OUTPUT_FORMATS
 from zync_assets.errors import ZyncError
 from zync_assets.kafka import clients
 from zync_assets.kafka.offsets import watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings
 from zync_assets.tokafka import encode
-from zync_assets.tokafka.encode import (
-    Encoding,
-    Span,
-    encoding,
-    output_topics,
-    outputs_from,
-    registered_encoding,
-    survey,
-)
+from zync_assets.tokafka.encode import Encoding, Span, output_topics, outputs_from, survey
 from zync_assets.tokafka.position import topic_position
 from zync_assets.tokafka.send import Fetched, FirstFetch, Sender
 from zync_assets.tokafka.senders import open_sender
@@ -80,11 +73,25 @@ def sync_pool(
     partitions: int | None = None,
     progress: Progress | None = None,
     transaction_size: int = TRANSACTION_SIZE,
+    formats: Mapping[str, str] | None = None,
+    default_format: str = "avro",
 ) -> list[SyncResult]:
-    """Sync `topics` (default: every output topic the pool has records for)."""
+    """Sync `topics` (default: every output topic the pool has records for); `formats`
+    gives a topic's wire format (avro or json), `default_format` the others'."""
     chosen = topics if topics else output_topics(spark, pool)
+    formats = formats or {}
     return [
-        sync_topic(spark, pool, topic, kafka, registry, partitions, progress, transaction_size)
+        sync_topic(
+            spark,
+            pool,
+            topic,
+            kafka,
+            registry,
+            partitions,
+            progress,
+            transaction_size,
+            wire_format=formats.get(topic, default_format),
+        )
         for topic in chosen
     ]
 
@@ -98,15 +105,21 @@ def sync_topic(
     partitions: int | None = None,
     progress: Progress | None = None,
     transaction_size: int = TRANSACTION_SIZE,
+    wire_format: str = "avro",
 ) -> SyncResult:
+    """Send `pool`'s records for `topic` from where the topic stands, as Confluent-framed
+    Avro (`wire_format` avro) or Kafka Connect's JSON envelope (json)."""
+    if wire_format not in OUTPUT_FORMATS:
+        raise ZyncError(f"unknown output format {wire_format!r}: use avro or json")
     encode.require_staging(pool)  # before Kafka: a typo in the pool creates no topic
     loading = _load_files_meanwhile(spark, pool)
     try:
         _ensure_topic(kafka, topic, partitions)
         sender = open_sender(spark, kafka, pool, topic)  # fences any older to-kafka first
         try:
+            schemas = encode.Schemas(registry, wire_format)
             return _sync(
-                spark, pool, topic, kafka, registry, sender, loading, progress, transaction_size
+                spark, pool, topic, kafka, schemas, sender, loading, progress, transaction_size
             )
         finally:
             sender.close()
@@ -132,7 +145,7 @@ def _sync(
     pool: str,
     topic: str,
     kafka: KafkaSettings,
-    registry: Registry,
+    schemas: encode.Schemas,
     sender: Sender,
     loading: threading.Thread,
     progress: Progress | None,
@@ -148,7 +161,7 @@ def _sync(
     # records before, and registers what they need (after the checks: a refused run
     # registers nothing). Either way a record the schemas do not fit makes the rest be
     # surveyed in full.
-    codec = registered_encoding(topic, registry)
+    codec = schemas.registered(topic)
     checked = False
     if codec is None:
         found, sample = survey(outputs, start, typed=encode.SAMPLE_SIZE)
@@ -156,8 +169,8 @@ def _sync(
         if found.count == 0:
             marks = position.high_water_marks
             return SyncResult(pool, topic, 0, start, start, marks, marks)
-        codec, checked = encoding(sample, topic, registry), True
-    run = _Run(pool, topic, registry, sender, outputs, transaction_size, progress, checked)
+        codec, checked = schemas.encoding(sample, topic), True
+    run = _Run(pool, topic, schemas, sender, outputs, transaction_size, progress, checked)
     sent = run.send_all(codec, start)
     after = {p.partition: p.high for p in watermarks(kafka, [topic])[topic]}
     return SyncResult(
@@ -171,7 +184,7 @@ class _Run:
 
     pool: str
     topic: str
-    registry: Registry
+    schemas: encode.Schemas
     sender: Sender
     outputs: DataFrame
     transaction_size: int
@@ -198,7 +211,7 @@ class _Run:
             found, types = survey(self.outputs, start + self.sent)
             if not self.checked:
                 self._check(start, found)
-            codec = encoding(types, self.topic, self.registry)
+            codec = self.schemas.encoding(types, self.topic)
             surveyed = True
 
     def _send_from(self, codec: Encoding, start: int) -> None:

@@ -68,7 +68,10 @@ final class ConnectTypeReaders {
   }
 
   private static void zonedTimestamp(BinaryDecoder in, VariantBuilder out) throws IOException {
-    String text = in.readString();
+    zonedTimestamp(in.readString(), out);
+  }
+
+  static void zonedTimestamp(String text, VariantBuilder out) {
     try {
       OffsetDateTime at = OffsetDateTime.parse(text);
       long seconds = at.toEpochSecond();
@@ -78,13 +81,16 @@ final class ConnectTypeReaders {
     }
   }
 
-  private static void time(VariantBuilder out, long nanosOfDay) {
+  static void time(VariantBuilder out, long nanosOfDay) {
     // PostgreSQL's 24:00:00 is one past the last LocalTime: say it as PostgreSQL does.
     out.appendString(nanosOfDay >= 86_400_000_000_000L ? "24:00:00" : LocalTime.ofNanoOfDay(nanosOfDay).toString());
   }
 
   private static void json(BinaryDecoder in, VariantBuilder out) throws IOException {
-    String text = in.readString();
+    json(in.readString(), out);
+  }
+
+  static void json(String text, VariantBuilder out) {
     try {
       out.appendVariant(VariantBuilder.parseJson(text, false));
     } catch (IOException | RuntimeException e) {
@@ -111,12 +117,17 @@ final class ConnectTypeReaders {
         unscaled = in.readBytes(null).array();
         s = in.readInt();
       }
-      BigDecimal number = new BigDecimal(new BigInteger(unscaled), s);
-      if (number.precision() <= VARIANT_DECIMAL_DIGITS && number.scale() >= 0 && number.scale() <= VARIANT_DECIMAL_DIGITS) {
-        out.appendDecimal(number);
-      } else {
-        out.appendString(number.toPlainString());
-      }
+      decimal(new BigDecimal(new BigInteger(unscaled), s), out);
     };
+  }
+
+  /** A decimal a variant can hold as one; else its exact digits as a string. */
+  static void decimal(BigDecimal number, VariantBuilder out) {
+    if (number.scale() < 0) number = number.setScale(0);
+    if (number.precision() <= VARIANT_DECIMAL_DIGITS && number.scale() <= VARIANT_DECIMAL_DIGITS) {
+      out.appendDecimal(number);
+    } else {
+      out.appendString(number.toPlainString());
+    }
   }
 }

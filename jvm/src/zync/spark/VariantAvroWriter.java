@@ -2,6 +2,8 @@ package zync.spark;
 
 import java.math.BigDecimal;
 import java.math.RoundingMode;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
@@ -21,7 +23,8 @@ import org.apache.spark.types.variant.VariantUtil.Type;
  *
  * <p>Covers the schemas zync writes (tokafka/shapes.py): records whose fields are all ["null",
  * T], arrays of ["null", T], long, double, boolean, string, bytes, decimal (bytes), date and
- * timestamp-micros / local-timestamp-micros.
+ * timestamp-micros / local-timestamp-micros, and TIMESTAMP as Debezium's ZonedTimestamp string
+ * (a string schema with {@code connect.name} io.debezium.time.ZonedTimestamp).
  */
 abstract class VariantAvroWriter {
   static final int ABSENT = -1; // the position of a field the object does not have
@@ -90,11 +93,23 @@ abstract class VariantAvroWriter {
       case BOOLEAN:
         return new Scalar(path, "boolean", Type.BOOLEAN, (v, p, out) -> out.bool(VariantUtil.getBoolean(v, p)));
       case STRING:
+        if (ZONED_TIMESTAMP.equals(schema.getProp("connect.name"))) { // a sink's timestamptz
+          return new Scalar(path, ZONED_TIMESTAMP, Type.TIMESTAMP, VariantAvroWriter::zonedTimestamp);
+        }
         return new Scalar(path, "string", Type.STRING, VariantAvroWriter::utf8);
       default:
         break;
     }
     throw new IllegalArgumentException("zync to-kafka: cannot write Avro type " + schema + " at " + path);
+  }
+
+  static final String ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp";
+
+  /** A TIMESTAMP as Debezium's ZonedTimestamp: ISO-8601 in UTC, e.g. 2026-11-25T04:20:04.620840Z. */
+  private static void zonedTimestamp(byte[] value, int pos, AvroOut out) {
+    long micros = VariantUtil.getLong(value, pos);
+    Instant at = Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000L);
+    out.lengthPrefixed(at.toString().getBytes(StandardCharsets.UTF_8));
   }
 
   /** A variant string as Avro's: its UTF-8 bytes, copied as they are (no String between). */

@@ -18,7 +18,8 @@ import org.apache.spark.unsafe.types.VariantVal;
 
 /**
  * {@code zync_variant_avro(v, schemas)}: a VARIANT value as Confluent-framed Avro (magic byte 0,
- * the 4-byte schema id, the Avro body), NULL for SQL NULL and for a variant null (a tombstone).
+ * the 4-byte schema id, the Avro body), or as Kafka Connect's JSON envelope when the schema list
+ * says so ({@link Encoder}); NULL for SQL NULL and for a variant null (a tombstone).
  *
  * <p>{@code schemas} is UTF-8 JSON (a BINARY literal) naming the registered schema for each shape the survey found:
  * {@code {"objects": {"a,b": [id, "<avro>"], ...}, "other": [id, "<avro>"]}}. An object's shape is
@@ -65,12 +66,38 @@ public final class VariantToAvro implements UDF2<VariantVal, byte[], byte[]> {
     return parsed;
   }
 
-  record Encoder(byte[] frame, VariantAvroWriter writer) {
+  /** Writes one value's bytes (Avro body, or JSON payload) at a position of its variant. */
+  interface BodyWriter {
+    void write(byte[] value, int pos, byte[] metadata, AvroOut out);
+  }
+
+  /**
+   * One shape's encoding: {@code frame}, the body, {@code end}. Avro: [id, "<avro schema>"] gives
+   * the Confluent header and the Avro body. Connect JSON: ["json", "<connect schema>"] gives
+   * {@code {"schema":<schema>,"payload":} + the payload + {@code }}.
+   */
+  record Encoder(byte[] frame, BodyWriter writer, byte[] end) {
+    private static final byte[] NOTHING = {};
+
     static Encoder parse(JsonNode idAndSchema) {
+      if ("json".equals(idAndSchema.get(0).asText())) {
+        String schema = idAndSchema.get(1).asText();
+        byte[] frame = ("{\"schema\":" + schema + ",\"payload\":").getBytes(StandardCharsets.UTF_8);
+        VariantJsonWriter json = new VariantJsonWriter(readJson(schema));
+        return new Encoder(frame, json::write, new byte[] {'}'});
+      }
       int id = idAndSchema.get(0).asInt();
       Schema schema = new Schema.Parser().parse(idAndSchema.get(1).asText());
       byte[] frame = {0, (byte) (id >>> 24), (byte) (id >>> 16), (byte) (id >>> 8), (byte) id};
-      return new Encoder(frame, VariantAvroWriter.of(schema));
+      return new Encoder(frame, VariantAvroWriter.of(schema)::write, NOTHING);
+    }
+
+    private static JsonNode readJson(String text) {
+      try {
+        return JSON.readTree(text);
+      } catch (IOException e) {
+        throw new UncheckedIOException("zync to-kafka: unreadable Connect schema " + text, e);
+      }
     }
   }
 
@@ -112,6 +139,7 @@ public final class VariantToAvro implements UDF2<VariantVal, byte[], byte[]> {
       Encoder encoder = pick(value, metadata);
       out.raw(encoder.frame);
       encoder.writer.write(value, 0, metadata, out);
+      out.raw(encoder.end);
     }
 
     private Encoder pick(byte[] value, byte[] metadata) {
