@@ -20,7 +20,14 @@ import pytest
 
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings, RegistrySettings
-from zync_assets.stack.services import StackPorts, registry_url, stack_down, stack_up
+from zync_assets.stack.services import (
+    CdcPorts,
+    StackPorts,
+    cdc_up,
+    registry_url,
+    stack_down,
+    stack_up,
+)
 
 ZYNC = str(Path(sys.executable).parent / "zync")
 
@@ -82,6 +89,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 @pytest.fixture(scope="session")
 def registry(stack: Stack) -> Registry:
     return Registry(stack.registry_settings)
+
+
+@pytest.fixture(scope="session")
+def cdc_ports(stack: Stack) -> CdcPorts:
+    """PostgreSQL source and warehouse clusters and a Kafka Connect worker with Debezium's
+    connectors, beside the stack (started by the first test that needs them)."""
+    ports = CdcPorts(free_port(), free_port(), free_port())
+    cdc_up(stack.home, ports, stack.kafka.bootstrap_servers)
+    return ports  # the stack fixture's stack_down stops them with the rest
 
 
 @pytest.fixture

@@ -23,23 +23,15 @@ from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import pool_exists, pool_path
 from zync_assets.spec import Spec, load_spec
-from zync_assets.stack.services import CdcPorts, cdc_up
+from zync_assets.stack.services import CdcPorts
 from zync_assets.tokafka.sync import sync_pool
-from zync_assets_tests.conftest import Stack, free_port
+from zync_assets_tests.conftest import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEC = Path(__file__).resolve().parent.parent / "etl_specs" / "shop.yaml"
 TRANSACTIONS = 150
 CONVERGE_TIMEOUT_S = 240.0
-
-
-@pytest.fixture(scope="session")
-def cdc_ports(stack: Stack) -> CdcPorts:
-    """PostgreSQL source and warehouse clusters and a Connect worker beside the stack."""
-    ports = CdcPorts(free_port(), free_port(), free_port())
-    cdc_up(stack.home, ports, stack.kafka.bootstrap_servers)
-    return ports  # the stack fixture's stack_down stops them with the rest
 
 
 def make_chain(stack: Stack, ports: CdcPorts, name: str, wire_format: str) -> Chain:

@@ -16,7 +16,7 @@ from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import kafka_settings, registry_settings
-from zync_assets.spec import load_spec
+from zync_assets.spec import Spec, load_spec
 from zync_assets.timeparse import parse_duration
 
 
@@ -164,20 +164,45 @@ def describe_etl(result) -> str:
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--explain", is_flag=True, help="Show the compiled rules and cursors; run nothing.")
 @click.option("--pending", is_flag=True, help="List the pending events with age and reason.")
-def etl(spec: str, explain: bool, pending: bool) -> None:
-    """One ETL pass of SPEC: raw pools → staging pools, outputs and done records in one commit."""
-    from zync_assets.etl.report import explain_spec, pending_report
+@click.option("--follow", "keep_going", is_flag=True, help="Keep passing as the raw pools grow.")
+@click.option("--interval", default="5s", show_default=True,
+              help="With --follow: longest wait between passes.")  # fmt: skip
+@click.option("--exit-after", help="With --follow: stop once a pass had nothing new this long.")
+def etl(
+    spec: str,
+    explain: bool,
+    pending: bool,
+    keep_going: bool,
+    interval: str,
+    exit_after: str | None,
+) -> None:
+    """One ETL pass of SPEC (or, with --follow, one after another): raw pools → staging
+    pools, outputs and done records in one commit."""
     from zync_assets.etl.run import run_etl
     from zync_assets.spark import spark_session
 
     the_spec = load_spec(spec)
+    pause, idle = parse_duration(interval), parse_duration(exit_after) if exit_after else None
     spark = spark_session()
+    if explain or pending:
+        _report(spark, the_spec, explain)
+        return
+    with graceful_stop() as stop:
+        follow(
+            lambda: run_etl(spark, the_spec),
+            lambda result: click.echo(describe_etl(result)),
+            did_work=lambda result: result.run is not None,
+            interval=pause,
+            idle_timeout=(idle if keep_going else 0.0),
+            stop_requested=lambda: stop[0],
+        )
+
+
+def _report(spark, spec: Spec, explain: bool) -> None:
+    from zync_assets.etl.report import explain_spec, pending_report
+
     if explain:
-        click.echo(explain_spec(spark, the_spec))
+        click.echo(explain_spec(spark, spec))
         return
-    if pending:
-        for line in pending_report(spark, the_spec):
-            click.echo(line)
-        return
-    for result in run_etl(spark, the_spec):
-        click.echo(describe_etl(result))
+    for line in pending_report(spark, spec):
+        click.echo(line)
