@@ -66,10 +66,8 @@ class Stage:
         whatever is left of its group."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                pass
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
