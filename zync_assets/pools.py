@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 from zync_assets.errors import ZyncError
@@ -56,3 +57,9 @@ def list_pools() -> list[str]:
     if not lake.is_dir():
         return []
     return sorted(p.name for p in lake.iterdir() if pool_exists(str(p)))
+
+
+def drop_pool_files(pool: str) -> None:
+    """Delete a pool and its dead-letter table from the lake (a demo's fresh start)."""
+    shutil.rmtree(pool_path(pool), ignore_errors=True)
+    shutil.rmtree(dead_letter_path(pool), ignore_errors=True)

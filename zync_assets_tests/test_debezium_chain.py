@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from zync_assets.demo.chain import Chain
 from zync_assets.demo.workload import Workload
@@ -23,19 +22,18 @@ from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import pool_exists, pool_path
 from zync_assets.spec import Spec, load_spec
-from zync_assets.stack.services import CdcPorts
+from zync_assets.stack.services import CCOMPAT_PATH, CdcPorts
 from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests.conftest import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SPEC = Path(__file__).resolve().parent.parent / "etl_specs" / "shop.yaml"
 TRANSACTIONS = 150
 CONVERGE_TIMEOUT_S = 240.0
 
 
 def make_chain(stack: Stack, ports: CdcPorts, name: str, wire_format: str) -> Chain:
-    registry_v2 = stack.registry_settings.url.replace("/apis/ccompat/v7", "/apis/registry/v2")
+    registry_v2 = stack.registry_settings.url.replace(CCOMPAT_PATH, "/apis/registry/v2")
     return Chain(
         name, wire_format, ports.source_db, ports.warehouse_db, ports.connect,
         stack.kafka.bootstrap_servers, registry_v2,
@@ -43,20 +41,7 @@ def make_chain(stack: Stack, ports: CdcPorts, name: str, wire_format: str) -> Ch
 
 
 def chain_spec(chain: Chain, folder: Path) -> Spec:
-    """etl_specs/shop.yaml with this chain's topic prefix, output topic, pools and format."""
-    text = (
-        SPEC.read_text()
-        .replace("shop.public.", f"{chain.name}.public.")
-        .replace("shop_invoices", chain.output_topic)
-        .replace("ShopRaw", f"{chain.name}_raw")
-        .replace("ShopStaging", f"{chain.name}_staging")
-    )
-    spec = yaml.safe_load(text)
-    for route in spec["inputs"] + spec["outputs"]:
-        route["format"] = chain.wire_format
-    path = folder / f"{chain.name}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return load_spec(path)
+    return load_spec(chain.write_spec(folder))
 
 
 def pipeline_pass(spark, spec: Spec, stack: Stack, registry: Registry) -> None:

@@ -20,9 +20,11 @@ OUTPUT_FORMATS = VALUE_FORMATS  # to-kafka writes keys in the value's format
 @dataclass(frozen=True)
 class WireFormat:
     value: str = "avro"
-    key: str = "avro"
+    key: str = ""  # default: the value's format
 
     def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", self.value)
         if self.value not in VALUE_FORMATS:
             raise ZyncError(
                 f"unknown value format {self.value!r}: use one of {', '.join(VALUE_FORMATS)}"
@@ -33,8 +35,7 @@ class WireFormat:
 
 def wire_format(value: str | None, key: str | None) -> WireFormat:
     """The format of `value` (default avro) with its key in `key` (default: the value's)."""
-    value = value or "avro"
-    return WireFormat(value, key or value)
+    return WireFormat(value or "avro", key or "")
 
 
 AVRO = WireFormat()

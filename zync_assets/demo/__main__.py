@@ -1,11 +1,14 @@
 """`python -m zync_assets.demo`: zync's invoice demo end to end on the local stack.
 
-By default Dagster does the work: the demo starts Kafka, the registry and `dagster dev`
-(webserver + daemon), then produces the four Debezium batches one after another. For
-each, the Kafka sensor starts raw/Raw and the automation sensor starts staging/Staging
-and kafka/NewInvoices; the demo only watches, then prints the staging pool's output
-records, what is still pending, and the table a JDBC sink rebuilds from NewInvoices.
-`--direct` runs the same stages in this process instead, without Dagster.
+By default it runs the real chain (cdc_demo.py): SQL changes in PostgreSQL, captured by
+Debezium, carried by Dagster's sensors through zync, written by Debezium's JDBC sink
+into a warehouse table.
+
+`--synthetic` produces zync's four batches of Debezium-shaped events to Kafka instead.
+For each, the Kafka sensor starts raw/Raw and the automation sensor starts
+staging/Staging and kafka/NewInvoices; the demo only watches, then prints the staging
+pool's output records, what is still pending, and the table a JDBC sink rebuilds from
+NewInvoices. `--direct` runs those stages in this process instead, without Dagster.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dagster import AssetKey
 from rich.console import Console
 from rich.table import Table
 
+from zync_assets.demo.cdc_demo import run_cdc_demo
 from zync_assets.demo.invoices import BATCHES, TOPICS, produce_batch, reset
 from zync_assets.demo.via_dagster import Stage, open_instance, wait_for_stages
 from zync_assets.errors import ZyncError
@@ -188,16 +192,23 @@ def run_direct(console: Console) -> None:
 
 
 @click.command()
-@click.option("--direct", is_flag=True, help="Run the stages in this process, without Dagster.")
+@click.option("--synthetic", is_flag=True,
+              help="Produce zync's four batches of Debezium-shaped events instead of running "
+              "PostgreSQL, Debezium and the JDBC sink.")  # fmt: skip
+@click.option("--direct", is_flag=True,
+              help="With --synthetic: run the stages in this process, without Dagster.")  # fmt: skip
 @click.option("--dagster-port", default=DAGSTER_PORT, show_default=True, help="Dagster UI port.")
-def main(direct: bool, dagster_port: int) -> None:
-    """zync's invoice demo: four Debezium batches through Kafka, pools and back to Kafka."""
+def main(synthetic: bool, direct: bool, dagster_port: int) -> None:
+    """zync's invoice demo: PostgreSQL → Debezium → Kafka → zync → Kafka → JDBC sink →
+    warehouse, carried by Dagster's sensors."""
     console = Console()
     try:
         if direct:
             run_direct(console)
-        else:
+        elif synthetic:
             run_via_dagster(console, dagster_port)
+        else:
+            run_cdc_demo(console, dagster_port)
     except ZyncError as exc:
         raise SystemExit(f"demo: error: {exc}") from exc
 

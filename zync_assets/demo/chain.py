@@ -15,13 +15,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import psycopg
+import yaml
 
+from zync_assets.kafka.clients import delete_topics, topic_names
+from zync_assets.settings import KafkaSettings
 from zync_assets.stack import postgres
 from zync_assets.stack.connectors import ConnectApi, connector_config
 
+SHOP_SPEC = Path(__file__).resolve().parent.parent.parent / "etl_specs" / "shop.yaml"
 SOURCE_TABLES = """
 CREATE TABLE IF NOT EXISTS invoices (
     id bigint PRIMARY KEY,
@@ -123,6 +128,44 @@ class Chain:
         )
         self.connect.put(f"{self.name}-sink", config)
         self.connect.wait_running(f"{self.name}-sink")
+
+    def reset(self, kafka: KafkaSettings) -> None:
+        """Remove every trace of an earlier run of this chain: its connectors (and their
+        offsets), replication slot, source database, topics, warehouse table and pools."""
+        for connector in (f"{self.name}-source", f"{self.name}-sink"):
+            self.connect.delete(connector)
+        with psycopg.connect(postgres.dsn(self.source_port, "postgres"), autocommit=True) as conn:
+            slot = conn.execute(
+                "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", [self.name]
+            ).fetchone()
+            if slot:
+                conn.execute("SELECT pg_drop_replication_slot(%s)", [self.name])
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        with self.warehouse() as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {self.output_topic}")
+        delete_topics(kafka, [t for t in topic_names(kafka) if self._owns(t)])
+
+    def _owns(self, topic: str) -> bool:
+        return topic.startswith(f"{self.name}.") or topic in (
+            self.output_topic,
+            f"__debezium-heartbeat.{self.name}",
+        )
+
+    def write_spec(self, folder: Path) -> Path:
+        """etl_specs/shop.yaml for this chain: its topics, output topic, pools and format."""
+        text = (
+            SHOP_SPEC.read_text()
+            .replace("shop.public.", f"{self.name}.public.")
+            .replace("shop_invoices", self.output_topic)
+            .replace("ShopRaw", f"{self.name}_raw")
+            .replace("ShopStaging", f"{self.name}_staging")
+        )
+        spec = yaml.safe_load(text)
+        for route in spec["inputs"] + spec["outputs"]:
+            route["format"] = self.wire_format
+        path = folder / f"{self.name}.yaml"
+        path.write_text(yaml.safe_dump(spec, sort_keys=False))
+        return path
 
     def expected_rows(self) -> list[tuple[Any, ...]]:
         with self.source() as conn:

@@ -50,22 +50,8 @@ def produce_batch(number: int, kafka: KafkaSettings, registry: Registry) -> int:
 
 def reset(kafka: KafkaSettings, lake_pools: tuple[str, ...] = ("Raw", "Staging")) -> None:
     """Start the demo afresh: delete its topics and pools (names the demo owns)."""
-    topics = TOPICS + OUTPUT_TOPICS
-    import shutil
-    import time
+    from zync_assets.pools import drop_pool_files
 
-    from zync_assets.pools import dead_letter_path, pool_path
-
-    admin = clients.admin_client(kafka)
-    existing = [t for t in topics if t in clients.cluster_metadata(kafka).topics]
-    if existing:
-        for future in admin.delete_topics(existing, operation_timeout=30).values():
-            future.result()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(
-            t in clients.cluster_metadata(kafka).topics for t in existing
-        ):
-            time.sleep(0.2)
+    clients.delete_topics(kafka, list(TOPICS + OUTPUT_TOPICS))
     for pool in lake_pools:
-        shutil.rmtree(pool_path(pool), ignore_errors=True)
-        shutil.rmtree(dead_letter_path(pool), ignore_errors=True)
+        drop_pool_files(pool)

@@ -87,7 +87,7 @@ def _failed_since(instance: DagsterInstance, since: dt.datetime) -> list[str]:
     return [run.run_id for run in runs]
 
 
-def _running(instance: DagsterInstance) -> list[str]:
+def running_runs(instance: DagsterInstance) -> list[str]:
     labels = []
     for run in instance.get_runs(RunsFilter(statuses=ACTIVE_RUN_STATUSES)):
         keys = ", ".join(k.to_user_string() for k in sorted(run.asset_selection or []))
@@ -123,7 +123,7 @@ def wait_for_stages(
                 f"is the Dagster daemon running? See {ui_url}/overview/automation"
             )
         done = [s.label for s in stages[: len(reached)]]
-        running = _running(instance)
+        running = running_runs(instance)
         waiting = stages[len(reached)].label
         report(
             f"{time.monotonic() - started:4.0f}s  done: {', '.join(done) or '-'}  ·  "

@@ -8,6 +8,7 @@ so a wrong address or security protocol becomes one clear error, not a hang.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -99,3 +100,21 @@ def ensure_topic(settings: KafkaSettings, topic: str, partitions: int = 1) -> No
         error = exc.args[0]
         if error.name() != "TOPIC_ALREADY_EXISTS":
             raise ZyncError(f"cannot create topic {topic!r}: {error.str()}") from exc
+
+
+def topic_names(settings: KafkaSettings) -> list[str]:
+    return sorted(cluster_metadata(settings).topics)
+
+
+def delete_topics(settings: KafkaSettings, topics: list[str], timeout: float = 30.0) -> None:
+    """Delete `topics` (those that exist) and wait until the broker no longer lists them."""
+    existing = [t for t in topics if t in cluster_metadata(settings).topics]
+    if not existing:
+        return
+    for future in admin_client(settings).delete_topics(existing, operation_timeout=30).values():
+        future.result()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(
+        t in cluster_metadata(settings).topics for t in existing
+    ):
+        time.sleep(0.2)

@@ -83,10 +83,17 @@ class ConnectApi:
         self._call("PUT", f"/connectors/{name}/config", config)
 
     def delete(self, name: str) -> bool:
+        """Delete the connector and the source offsets Connect keeps for it, so one made
+        again under its name starts afresh (a source connector: with a new snapshot)."""
         try:
-            self._call("DELETE", f"/connectors/{name}")
+            self._call("PUT", f"/connectors/{name}/stop")
         except LookupError:
             return False
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and self.state(name)[0] != "STOPPED":
+            time.sleep(0.2)
+        self._call("DELETE", f"/connectors/{name}/offsets")
+        self._call("DELETE", f"/connectors/{name}")
         return True
 
     def state(self, name: str) -> tuple[str, list[str]]:

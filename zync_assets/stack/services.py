@@ -170,6 +170,11 @@ def registry_url(port: int) -> str:
     return f"http://127.0.0.1:{port}{CCOMPAT_PATH}"
 
 
+def registry_v2_url(port: int) -> str:
+    """The registry's Apicurio v2 API, which Kafka Connect's Avro converter talks to."""
+    return f"http://127.0.0.1:{port}/apis/registry/v2"
+
+
 def _registry_ready(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"{registry_url(port)}/subjects", timeout=1) as reply:
