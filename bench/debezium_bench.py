@@ -120,10 +120,10 @@ def main() -> None:
             figures[f"{fmt}.duplicate_outputs"] = duplicates(spark, chain)
     finally:
         stack_down(home)
-    report(figures, args.transactions)
+    report(figures)
 
 
-def report(figures: dict[str, object], transactions: int) -> None:
+def report(figures: dict[str, object]) -> None:
     rows = "\n".join(
         f"| {fmt} | {figures[f'{fmt}.convergence_s']} | {figures[f'{fmt}.rows_compared']} | "
         f"{figures[f'{fmt}.rows_mismatched']} | {figures[f'{fmt}.duplicate_outputs']} |"
@@ -132,7 +132,7 @@ def report(figures: dict[str, object], transactions: int) -> None:
     text = f"""
 ### The real chain (PostgreSQL → Debezium → zync via Dagster's sensors → JDBC sink), {dt.date.today()} — {machine()}
 
-{transactions} source transactions (inserts, updates, deletes; statuses before their
+{figures["avro.transactions"]} source transactions, {figures["avro.statements"]} statements (inserts, updates, deletes; statuses before their
 invoice; an ADD COLUMN), default configuration (`dagster dev`, one Spark per run):
 
 | format | last commit → warehouse equal (s) | rows compared | rows mismatched | duplicate staging records |

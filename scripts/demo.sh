@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Installs everything, then runs zync's invoice demo end to end through Dagster:
-# starts Kafka, the schema registry and `dagster dev` (webserver + daemon), produces the
-# four Debezium batches one after another and lets the sensors carry each one
-# Kafka -> raw pool -> ETL -> staging pool -> output topic. Dagster keeps running after.
+# Installs everything, then runs zync's invoice demo end to end through real software:
+# starts Kafka, the schema registry, PostgreSQL (source and warehouse), Kafka Connect
+# with Debezium's PostgreSQL source and JDBC sink, and `dagster dev`; makes the invoice
+# story's changes with SQL and lets Dagster's sensors carry each one through zync
+# (raw pool -> ETL -> staging pool -> output topic) into the warehouse table.
+# Everything keeps running after (`zync stack down` stops it).
+# Arguments go to the demo: --synthetic runs the older demo on generated events.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install.sh

@@ -63,7 +63,7 @@ def build_definitions(specs: list[Spec]) -> Definitions:
     topics = sorted({t for ts in pools.values() for t in ts})
     return Definitions(
         assets=[
-            *topic_assets(topics),
+            *topic_assets(topics, formats),
             *(raw_pool_asset(pool, ts, formats) for pool, ts in pools.items()),
             *(asset for spec in specs if spec.transforms for asset in etl_assets(spec)),
             *(asset for spec in specs if spec.transforms for asset in output_topic_assets(spec)),

@@ -83,6 +83,17 @@ def assert_same_types(chain: Chain) -> None:
         assert [type(v) for v in have] == [type(v) for v in want], (want, have)
 
 
+def assert_column_as_in_source(chain: Chain, column: str) -> None:
+    """The warehouse has `column` (only rows written by a rule that copies the whole
+    invoice row carry it), and where it is filled it equals the source's invoice."""
+    query = f"SELECT id, {column} FROM {{}} WHERE {column} IS NOT NULL"
+    with chain.warehouse() as conn:
+        filled = conn.execute(query.format(chain.output_topic)).fetchall()
+    with chain.source() as conn:
+        source = dict(conn.execute(query.format("invoices")).fetchall())
+    assert filled and all(source.get(i) == value for i, value in filled), (column, filled)
+
+
 def assert_no_duplicates(spark, chain: Chain) -> None:
     """Each input event has exactly one done record; each output offset one record."""
     staging = spark.read.format("delta").load(str(pool_path(f"{chain.name}_staging")))
@@ -116,20 +127,8 @@ def test_the_warehouse_equals_the_source_join(
 
     assert_same_types(chain)
     assert_no_duplicates(spark, chain)
-    with chain.warehouse() as conn:  # the column added mid-topic reached the sink
-        notes = conn.execute(
-            f"SELECT id, note FROM {chain.output_topic} WHERE note IS NOT NULL"
-        ).fetchall()
-    with chain.source() as conn:
-        source_notes = dict(conn.execute("SELECT id, note FROM invoices").fetchall())
-    assert notes and all(source_notes.get(i) == note for i, note in notes)
+    assert_column_as_in_source(chain, "note")  # the column added mid-topic reached the sink
     # Debezium's ZonedTimestamp (a string on the wire) is a TIMESTAMP in the pools and a
     # timestamptz in the warehouse, the instant the source holds.
-    with chain.warehouse() as conn:
-        stamped = conn.execute(
-            f"SELECT id, created_at FROM {chain.output_topic} WHERE created_at IS NOT NULL"
-        ).fetchall()
-    with chain.source() as conn:
-        created = dict(conn.execute("SELECT id, created_at FROM invoices").fetchall())
-    assert stamped and all(created.get(i) == at for i, at in stamped)
+    assert_column_as_in_source(chain, "created_at")
     print(f"{wire_format}: converged in {seconds:.1f}s, {workload.transactions} transactions")

@@ -9,9 +9,10 @@ import pytest
 
 from zync_assets.errors import ZyncError
 from zync_assets.spark import spark_jars
-from zync_assets.stack import java
+from zync_assets.stack import connect, java
+from zync_assets.stack.connectors import connector_config
 from zync_assets.stack.process import Service
-from zync_assets.stack.services import StackPorts, stack_status, stack_up
+from zync_assets.stack.services import CdcPorts, StackPorts, stack_status, stack_up
 from zync_assets_tests.conftest import Stack, free_port, run_zync
 
 
@@ -78,7 +79,46 @@ def test_status_reports_the_running_stack(stack: Stack) -> None:
     lines = done.stdout.splitlines()
     assert lines[0].startswith("kafka") and "running" in lines[0]
     assert lines[1].startswith("registry") and stack.registry_settings.url in lines[1]
-    assert lines[2].startswith("dagster") and "stopped" in lines[2]  # only with --dagster
+    names = [line.split()[0] for line in lines]
+    assert names == ["kafka", "registry", "pg-source", "pg-warehouse", "connect", "dagster"]
+    assert "stopped" in lines[-1]  # only with --dagster
+
+
+def test_status_lists_the_cdc_services_with_their_addresses(
+    stack: Stack, cdc_ports: CdcPorts
+) -> None:
+    done = run_zync("stack", "status", env=stack.env(ZYNC_HOME=str(stack.home)))
+    lines = {line.split()[0]: line for line in done.stdout.splitlines()}
+    assert f"127.0.0.1:{cdc_ports.source_db} " in lines["pg-source"]
+    assert f"127.0.0.1:{cdc_ports.warehouse_db} " in lines["pg-warehouse"]
+    assert f"http://127.0.0.1:{cdc_ports.connect} " in lines["connect"]
+    assert all("running" in lines[name] for name in ("pg-source", "pg-warehouse", "connect"))
+
+
+def test_missing_connect_plugins_point_at_the_installer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ZYNC_JARS", str(tmp_path))
+    (tmp_path / "connect").mkdir()
+    (tmp_path / "connect" / "x.jar").write_bytes(b"")
+    with pytest.raises(ZyncError, match=r"connect-plugins are missing .* run scripts/install.sh"):
+        connect.launch_connect(tmp_path / ".zync", free_port(), "127.0.0.1:1")
+
+
+def test_connector_configurations_are_filled_and_checked(tmp_path: Path) -> None:
+    config = connector_config("jdbc-sink", "avro", topics="t", warehouse_port="5",
+                              database="w", registry_v2="http://r")  # fmt: skip
+    assert config["topics"] == "t" and config["connection.url"] == "jdbc:postgresql://127.0.0.1:5/w"
+    assert config["collection.name.format"] == "${topic}"  # the sink's own placeholder stays
+    assert config["value.converter"] == "io.apicurio.registry.utils.converter.AvroConverter"
+    assert config["key.converter.apicurio.registry.url"] == "http://r"
+    assert not any(k.startswith("//") for k in config)
+    as_json = connector_config("jdbc-sink", "json", topics="t", warehouse_port="5", database="w")
+    assert as_json["value.converter.schemas.enable"] == "true"
+    with pytest.raises(ZyncError, match=r"no value for the placeholder \{\{topics\}\}"):
+        connector_config("jdbc-sink", "json", warehouse_port="5", database="w")
+    with pytest.raises(ZyncError, match="unknown wire format 'protobuf'"):
+        connector_config("jdbc-sink", "protobuf")
 
 
 def test_dagster_that_cannot_load_the_specs_says_why_and_stops(

@@ -57,11 +57,16 @@ def raw_key(pool: str) -> AssetKey:
     return AssetKey(["raw", pool])
 
 
-def topic_assets(topics: list[str]) -> list[AssetSpec]:
-    return [
-        AssetSpec(topic_key(t), group_name="kafka", description=f"Kafka topic {t} (Avro).")
-        for t in topics
-    ]
+_FORMAT_NAMES = {"avro": "Avro", "json": "Kafka Connect JSON"}
+
+
+def topic_assets(topics: list[str], formats: dict[str, WireFormat]) -> list[AssetSpec]:
+    def described(topic: str) -> str:
+        wire = formats.get(topic, WireFormat())
+        key = "" if wire.key == wire.value else f", keys as {wire.key}"
+        return f"Kafka topic {topic} ({_FORMAT_NAMES[wire.value]}{key})."
+
+    return [AssetSpec(topic_key(t), group_name="kafka", description=described(t)) for t in topics]
 
 
 class IngestConfig(Config):

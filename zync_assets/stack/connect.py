@@ -16,25 +16,15 @@ from pathlib import Path
 from zync_assets.errors import ZyncError
 from zync_assets.locations import INSTALL_HINT, jars_dir
 from zync_assets.stack.java import find_java
-from zync_assets.stack.process import Running, Service
+from zync_assets.stack.process import Running, Service, console_log4j2
 
 CONNECT_START_TIMEOUT_S = 90.0
 CONNECT_GROUP = "zync-connect"
 
-_LOG4J2 = """\
-status = warn
-appender.stdout.type = Console
-appender.stdout.name = STDOUT
-appender.stdout.layout.type = PatternLayout
-appender.stdout.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.stdout.ref = STDOUT
 # A connector's start, its snapshot and a task's failure are worth a line each.
-logger.debezium.name = io.debezium
-logger.debezium.level = INFO
-logger.worker.name = org.apache.kafka.connect.runtime.WorkerTask
-logger.worker.level = INFO
-"""
+_LOG4J2 = console_log4j2(
+    {"io.debezium": "INFO", "org.apache.kafka.connect.runtime.WorkerTask": "INFO"}
+)
 
 
 def service(home: Path) -> Service:
@@ -74,6 +64,9 @@ def _worker_properties(home: Path, port: int, bootstrap: str) -> str:
             # zync's ingest and the upserting sink absorb the repeats).
             "offset.flush.interval.ms=1000",
             "topic.creation.enable=true",
+            # Sinks read only committed records: zync's to-kafka writes in transactions,
+            # and a killed one leaves an aborted batch a sink must not apply.
+            "consumer.isolation.level=read_committed",
             f"plugin.path={_folder('connect-plugins')}",
             # Find plugins by their ServiceLoader manifests: 4 s to start instead of 10.
             "plugin.discovery=service_load",

@@ -138,3 +138,20 @@ class Service:
 def _signal_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, sig)
+
+
+def console_log4j2(loggers: dict[str, str]) -> str:
+    """A Log4j2 configuration that writes WARN and above to the console (the service's
+    log file), and `loggers` (name -> level) at their own levels."""
+    lines = [
+        "status = warn",
+        "appender.stdout.type = Console",
+        "appender.stdout.name = STDOUT",
+        "appender.stdout.layout.type = PatternLayout",
+        "appender.stdout.layout.pattern = [%d] %p %m (%c)%n",
+        "rootLogger.level = WARN",
+        "rootLogger.appenderRef.stdout.ref = STDOUT",
+    ]
+    for i, (name, level) in enumerate(loggers.items()):
+        lines += [f"logger.l{i}.name = {name}", f"logger.l{i}.level = {level}"]
+    return "\n".join(lines) + "\n"

@@ -18,7 +18,7 @@ from zync_assets.settings import KafkaSettings
 from zync_assets.stack import connect, postgres
 from zync_assets.stack.dagster import dagster_service, dagster_url, launch_dagster
 from zync_assets.stack.java import find_java
-from zync_assets.stack.process import Running, Service
+from zync_assets.stack.process import Running, Service, console_log4j2
 
 KAFKA_START_TIMEOUT_S = 90.0
 REGISTRY_START_TIMEOUT_S = 90.0
@@ -64,19 +64,8 @@ def _services(home: Path) -> tuple[Service, Service]:
 
 # --- Kafka -----------------------------------------------------------------------------
 
-_LOG4J2 = """\
-status = warn
-appender.file.type = Console
-appender.file.name = STDOUT
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.stdout.ref = STDOUT
-logger.kafka.name = kafka
-logger.kafka.level = WARN
-logger.server.name = kafka.server.KafkaRaftServer
-logger.server.level = INFO
-"""
+# Kafka's own WARNs, and the line that says the broker started.
+_LOG4J2 = console_log4j2({"kafka": "WARN", "kafka.server.KafkaRaftServer": "INFO"})
 
 
 def _kafka_properties(home: Path, ports: StackPorts) -> str:
