@@ -199,6 +199,12 @@ def check_lineage(page, url: str) -> None:
         ("kafka/Invoices", "raw/Raw"), ("kafka/InvoiceStatus", "raw/Raw"),
         ("raw/Raw", "staging/Staging"), ("raw/Raw", "done/Staging"),
         ("staging/Staging", "kafka/NewInvoices"), ("done/Staging", "kafka/NewInvoices"),
+        # etl_specs/shop.yaml, the real chain's spec (the demo's)
+        ("kafka/shop.public.invoices", "raw/ShopRaw"),
+        ("kafka/shop.public.invoice_status", "raw/ShopRaw"),
+        ("raw/ShopRaw", "staging/ShopStaging"), ("raw/ShopRaw", "done/ShopStaging"),
+        ("staging/ShopStaging", "kafka/shop_invoices"),
+        ("done/ShopStaging", "kafka/shop_invoices"),
     }  # fmt: skip
     page.wait_for_timeout(1000)
     (CHECKOUT / "docs" / "img").mkdir(parents=True, exist_ok=True)

@@ -111,7 +111,8 @@ def delete_topics(settings: KafkaSettings, topics: list[str], timeout: float = 3
     existing = [t for t in topics if t in cluster_metadata(settings).topics]
     if not existing:
         return
-    for future in admin_client(settings).delete_topics(existing, operation_timeout=30).values():
+    admin = admin_client(settings)  # held until the futures resolve: a dropped client aborts them
+    for future in admin.delete_topics(existing, operation_timeout=30).values():
         future.result()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(
