@@ -1,9 +1,9 @@
 """A seeded random workload of SQL transactions on the chain's source tables.
 
 Inserts, updates and deletes of invoices and their statuses, several per transaction;
-some statuses committed before their invoice (the denorm join must wait); one
-`ALTER TABLE invoices ADD COLUMN note text` in the middle, after which updates set the
-new column. Each invoice has at most one status row, so the warehouse must equal the
+some statuses committed before their invoice (the denorm join must wait); schema
+changes mid-stream: `ADD COLUMN region` at a quarter, `ADD COLUMN note` at half, and
+`DROP COLUMN region` at three quarters; updates set the columns while they exist. Each invoice has at most one status row, so the warehouse must equal the
 inner join of the two tables (chain.EXPECTED_QUERY).
 """
 
@@ -26,7 +26,7 @@ class Workload:
     first_id: int = 1
     complete: list[int] = field(default_factory=list)  # invoices with their status
     orphans: list[int] = field(default_factory=list)  # statuses whose invoice is to come
-    altered: bool = False
+    columns: set[str] = field(default_factory=set)  # the added columns that exist now
     transactions: int = 0
     statements: int = 0
 
@@ -70,9 +70,10 @@ class Workload:
 
     def _update_invoice(self, sql: list[tuple[str, list]]) -> None:
         invoice = self.rng.choice(self.complete)
-        if self.altered and self.rng.random() < 0.5:
-            note = f"note {self.rng.randint(1, 999)}"
-            sql.append(("UPDATE invoices SET note = %s WHERE id = %s", [note, invoice]))
+        column = self.rng.choice(sorted(self.columns) + ["amount"] * 2)
+        if column != "amount":
+            text = f"{column} {self.rng.randint(1, 999)}"
+            sql.append((f"UPDATE invoices SET {column} = %s WHERE id = %s", [text, invoice]))
         else:
             sql.append(("UPDATE invoices SET amount = %s WHERE id = %s", [self._amount(), invoice]))
 
@@ -123,12 +124,19 @@ class Workload:
         transactions: int,
         between: Callable[[int], None] = lambda _: None,
     ) -> None:
-        """Commit `transactions` transactions (the ALTER halfway), then `finish()`;
-        `between(i)` runs after the i-th commit (a restart, a pause)."""
+        """Commit `transactions` transactions (with the schema changes at a quarter, a
+        half and three quarters), then `finish()`; `between(i)` runs after the i-th commit
+        (a restart, a pause)."""
+        changes = {
+            transactions // 4: ("ADD COLUMN region text", "region"),
+            transactions // 2: ("ADD COLUMN note text", "note"),
+            3 * transactions // 4: ("DROP COLUMN region", "region"),
+        }
         for i in range(transactions):
-            if i == transactions // 2 and not self.altered:
-                self._execute(connect, [("ALTER TABLE invoices ADD COLUMN note text", [])])
-                self.altered = True
+            if i in changes:
+                change, column = changes[i]
+                self._execute(connect, [(f"ALTER TABLE invoices {change}", [])])
+                self.columns ^= {column}
             self._execute(connect, self.transaction())
             between(i)
         self._execute(connect, self.finish())
