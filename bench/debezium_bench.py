@@ -4,7 +4,7 @@ A private stack with the CDC services and `dagster dev` (the default configurati
 user gets: sensor intervals, one Spark per run). For each wire format, in one run: a
 chain (etl_specs/shop.yaml for its own database and topics), Debezium's snapshot, then
 the seeded workload of the end-to-end test (150 transactions of inserts, updates and
-deletes, some statuses before their invoice, an ADD COLUMN). Measured:
+deletes, some statuses before their invoice, ADD, ADD and DROP COLUMN). Measured:
 
   convergence_s      the commit of the workload's last change → the warehouse table
                      equal to the source's join (polled each second)
@@ -133,7 +133,7 @@ def report(figures: dict[str, object]) -> None:
 ### The real chain (PostgreSQL → Debezium → zync via Dagster's sensors → JDBC sink), {dt.date.today()} — {machine()}
 
 {figures["avro.transactions"]} source transactions, {figures["avro.statements"]} statements (inserts, updates, deletes; statuses before their
-invoice; an ADD COLUMN), default configuration (`dagster dev`, one Spark per run):
+invoice; ADD, ADD and DROP COLUMN mid-stream), default configuration (`dagster dev`, one Spark per run):
 
 | format | last commit → warehouse equal (s) | rows compared | rows mismatched | duplicate staging records |
 |---|---:|---:|---:|---:|
