@@ -98,7 +98,7 @@ def main() -> None:
     cdc = CdcPorts(free_port(), free_port(), free_port())
     kafka = f"127.0.0.1:{ports.kafka}"
     chains = {
-        fmt: Chain(f"bench_{fmt}", fmt, cdc.source_db, cdc.warehouse_db, cdc.connect, kafka,
+        fmt: Chain(f"bench_{fmt}", fmt, cdc.source_db, cdc.warehouse_db, cdc.connect,
                    registry_v2_url(ports.registry))
         for fmt in FORMATS
     }  # fmt: skip

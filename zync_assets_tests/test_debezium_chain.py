@@ -34,10 +34,7 @@ CONVERGE_TIMEOUT_S = 240.0
 
 def make_chain(stack: Stack, ports: CdcPorts, name: str, wire_format: str) -> Chain:
     registry_v2 = stack.registry_settings.url.replace(CCOMPAT_PATH, "/apis/registry/v2")
-    return Chain(
-        name, wire_format, ports.source_db, ports.warehouse_db, ports.connect,
-        stack.kafka.bootstrap_servers, registry_v2,
-    )  # fmt: skip
+    return Chain(name, wire_format, ports.source_db, ports.warehouse_db, ports.connect, registry_v2)
 
 
 def chain_spec(chain: Chain, folder: Path) -> Spec:

@@ -83,7 +83,7 @@ def start(console: Console, dagster_port: int) -> tuple[Chain, str]:
     shutil.rmtree(dagster_home(state), ignore_errors=True)  # cursors of deleted topics
     chain = Chain(
         CHAIN, "avro", cdc.source_db, cdc.warehouse_db, cdc.connect,
-        f"127.0.0.1:{ports.kafka}", registry_v2_url(ports.registry),
+        registry_v2_url(ports.registry),
     )  # fmt: skip
     console.print(f"resetting the demo: database {CHAIN}, its topics, table {chain.output_topic}, "
                   f"pools {', '.join(POOLS)}")  # fmt: skip

@@ -11,10 +11,7 @@ The source tables are the invoice example's, as a database holds them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +63,6 @@ class Chain:
     source_port: int
     warehouse_port: int
     connect_port: int
-    kafka: str
     registry_v2: str  # the registry's Apicurio v2 API, for the Avro converter
 
     @property
@@ -179,14 +175,3 @@ class Chain:
                 return list(conn.execute(query).fetchall())
             except psycopg.errors.UndefinedTable:
                 return []
-
-
-@contextmanager
-def transaction(chain: Chain) -> Iterator[psycopg.Connection]:
-    """One source transaction: committed when the block ends, rolled back on error."""
-    with chain.source() as conn, conn.transaction():
-        yield conn
-
-
-def money(value: str) -> Decimal:
-    return Decimal(value).quantize(Decimal("0.01"))
