@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
-
-from zync_assets.pools import pool_exists
-
-HISTORY_PAGE = 200
+from zync_assets.pools import commit_file, pool_version
 
 
 @dataclass(frozen=True)
@@ -25,28 +21,39 @@ class Commit:
     metrics: dict[str, str]
 
 
-def latest_commit(
-    spark: SparkSession, path: str, key: str, match: dict[str, Any] | None = None
-) -> Commit | None:
-    """The newest commit whose metadata has `key` (with fields equal to `match`), if any."""
-    if not pool_exists(path):
+def latest_commit(path: str, key: str, match: dict[str, Any] | None = None) -> Commit | None:
+    """The newest commit whose metadata has `key` (with fields equal to `match`), if any.
+
+    Read from the commit files themselves, newest first: the state a pass needs is
+    nearly always in the table's newest commit, so this costs a file read or two
+    where Delta's history() costs a Spark job over its last commits.
+    """
+    newest = pool_version(path)
+    if newest is None:
         return None
-    table = DeltaTable.forPath(spark, path)
-    for limit in (HISTORY_PAGE, None):  # recent history first; all of it if need be
-        history = table.history(limit) if limit else table.history()
-        rows = (
-            history.where(f"userMetadata LIKE '%\"{key}\"%'")
-            .orderBy("version", ascending=False)
-            .select("version", "userMetadata", "operationMetrics")
-            .collect()
-        )
-        for row in rows:
-            data = json.loads(row.userMetadata).get(key, {})
-            if all(data.get(k) == v for k, v in (match or {}).items()):
-                return Commit(row.version, data, row.operationMetrics or {})
-        if limit is None or history.count() < limit:
-            return None
+    for version in range(newest, -1, -1):
+        info = _commit_info(commit_file(path, version))
+        if info is None:
+            return None  # older commits were cleaned up (log retention)
+        text = info.get("userMetadata") or ""
+        if f'"{key}"' not in text:
+            continue
+        data = json.loads(text).get(key, {})
+        if all(data.get(k) == v for k, v in (match or {}).items()):
+            return Commit(version, data, info.get("operationMetrics") or {})
     return None
+
+
+def _commit_info(file: Path) -> dict[str, Any] | None:
+    """The commitInfo action of one commit file ({} if it has none; None if no file)."""
+    try:
+        with file.open() as lines:
+            for line in lines:
+                if line.startswith('{"commitInfo"'):
+                    return json.loads(line)["commitInfo"]
+    except FileNotFoundError:
+        return None
+    return {}
 
 
 def metadata(key: str, **fields: Any) -> str:

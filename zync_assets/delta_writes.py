@@ -10,7 +10,7 @@ from __future__ import annotations
 import delta.exceptions as delta_errors
 from pyspark.sql import DataFrame
 
-from zync_assets.errors import ZyncError
+from zync_assets.errors import ConcurrentWriter
 
 CONCURRENT_WRITE = (
     delta_errors.DeltaConcurrentModificationException,
@@ -35,7 +35,7 @@ def append_once(
 ) -> None:
     """Append `frame` as run `run` of `app_id` (a no-op if that run is already committed).
 
-    A concurrent writer's commit surfaces as one ZyncError with `conflict` as its message.
+    A concurrent writer's commit surfaces as one ConcurrentWriter with `conflict` as its message.
     """
     writer = frame.write.format("delta").mode("append")
     if partition_by:
@@ -46,4 +46,6 @@ def append_once(
     try:
         writer.save(path)
     except CONCURRENT_WRITE as exc:
-        raise ZyncError(conflict or f"another writer committed to {path} at the same time") from exc
+        raise ConcurrentWriter(
+            conflict or f"another writer committed to {path} at the same time"
+        ) from exc

@@ -3,3 +3,8 @@
 
 class ZyncError(Exception):
     """A failure explained in one line; front ends print it without a traceback."""
+
+
+class ConcurrentWriter(ZyncError):
+    """Another writer (a second pipeline, a Dagster run) committed or took over first;
+    this one wrote nothing, and running again continues from the new state."""

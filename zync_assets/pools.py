@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -37,11 +38,41 @@ def dead_letter_path(pool: str) -> str:
 # A numbered commit or checkpoint file: only these make a Delta table. A bare
 # `_delta_log/` is what a writer killed during its first commit leaves behind.
 _COMMIT_FILE = re.compile(r"^\d{20}\.(json|checkpoint(\..+)?\.parquet)$")
+_VERSION_FILE = re.compile(r"^\d{20}\.json$")
 
 
 def pool_exists(path: str) -> bool:
     log = Path(path) / "_delta_log"
     return log.is_dir() and any(_COMMIT_FILE.match(entry.name) for entry in log.iterdir())
+
+
+def pool_version(path: str) -> int | None:
+    """The table's newest commit version (None: no table yet), asked of the file system.
+
+    Cheap enough for every pass: no Spark job, no listing of a long log — from the
+    last checkpoint, it probes forward for the commits written since.
+    """
+    log = Path(path) / "_delta_log"
+    version = _last_checkpoint(log)
+    if version is None:  # a young table (no checkpoint yet): its log is short
+        if not log.is_dir():
+            return None
+        found = [int(e.name[:20]) for e in os.scandir(log) if _VERSION_FILE.match(e.name)]
+        return max(found, default=None)
+    while commit_file(path, version + 1).is_file():
+        version += 1
+    return version
+
+
+def commit_file(path: str, version: int) -> Path:
+    return Path(path) / "_delta_log" / f"{version:020d}.json"
+
+
+def _last_checkpoint(log: Path) -> int | None:
+    try:
+        return int(json.loads((log / "_last_checkpoint").read_text())["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def require_pool(name: str, kind: str, hint: str) -> str:

@@ -99,28 +99,28 @@ def raw_status(
 ) -> RawStatus:
     marks = watermarks(kafka, topics, missing_ok=True)
     end = high_marks(marks)
-    progress = read_progress(spark, pool_path(pool)).offsets
+    progress = read_progress(pool_path(pool)).offsets
     return RawStatus(pool, _lags(end, progress), dead_letter_count(spark, pool))
 
 
-def raw_progress_of(spark: SparkSession, spec: Spec) -> Offsets:
+def raw_progress_of(spec: Spec) -> Offsets:
     """The ingest progress of every raw pool the spec reads, for its input topics."""
     merged: Offsets = {}
     for pool, topics in spec.raw_pools().items():
-        progress = read_progress(spark, pool_path(pool)).offsets
+        progress = read_progress(pool_path(pool)).offsets
         merged.update({t: dict(progress.get(t, {})) for t in topics})
     return merged
 
 
-def input_lags(spark: SparkSession, spec: Spec, cursors: Offsets) -> list[PartitionLag]:
+def input_lags(spec: Spec, cursors: Offsets) -> list[PartitionLag]:
     """Per input topic-partition: events in the raw pools the ETL cursors have not passed."""
-    return _lags(raw_progress_of(spark, spec), cursors)
+    return _lags(raw_progress_of(spec), cursors)
 
 
 def staging_status(
     spark: SparkSession, kafka: KafkaSettings, spec: Spec, pool: str
 ) -> StagingStatus:
-    state = read_state(spark, pool_path(pool), spec.name)
+    state = read_state(pool_path(pool), spec.name)
     waiting = waiting_events(spark, spec, pool)
     outputs = [
         _output_status(kafka, pool, topic, state.next_offsets.get(topic, 0))
@@ -129,7 +129,7 @@ def staging_status(
     return StagingStatus(
         pool=pool,
         spec=spec.name,
-        partitions=input_lags(spark, spec, state.cursors),
+        partitions=input_lags(spec, state.cursors),
         pending=len(waiting),
         oldest_pending=min((w.timestamp for w in waiting), default=None),
         expired=dead_letter_count(spark, pool),

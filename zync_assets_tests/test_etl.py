@@ -242,7 +242,7 @@ def test_cursors_skip_done_history_and_stop_at_the_oldest_pending(simple: Pipeli
     simple.send("R", [({"id": 1}, dbz("c", id=1, l_id=2, tag="x"))])
     simple.ingest()
     simple.etl()
-    state = read_state(simple.spark, pool_path("Staging"), simple.spec.name)
+    state = read_state(pool_path("Staging"), simple.spec.name)
     assert state.cursors[simple.topic["L"]] == {0: 0}  # offset 0 (id 1) still waits
     assert state.cursors[simple.topic["R"]] == {0: 1}
     assert state.next_offsets == {simple.topic["Out"]: 1}

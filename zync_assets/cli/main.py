@@ -10,6 +10,7 @@ import click
 
 from zync_assets.cli.pipeline import etl, from_kafka
 from zync_assets.cli.pools import pool, query
+from zync_assets.cli.run import run
 from zync_assets.cli.stack import stack
 from zync_assets.cli.status import status
 from zync_assets.cli.tokafka import to_kafka
@@ -30,7 +31,20 @@ def zync(verbose: bool) -> None:
         logging.getLogger("zync.librdkafka").setLevel(logging.CRITICAL)
 
 
-for command in (stack, ls, produce, consume, info, from_kafka, etl, to_kafka, status, query, pool):
+for command in (
+    stack,
+    ls,
+    produce,
+    consume,
+    info,
+    from_kafka,
+    etl,
+    to_kafka,
+    run,
+    status,
+    query,
+    pool,
+):
     zync.add_command(command)
 
 

@@ -33,7 +33,7 @@ def explain_spec(spark: SparkSession, spec: Spec) -> str:
         lines.append(f"  where {r.where or 'true'}")
         lines.append("  sql " + " ".join(r.sql.split()))
     for pool in staging_pools(spec):
-        state = read_state(spark, pool_path(pool), spec.name)
+        state = read_state(pool_path(pool), spec.name)
         lines.append(f"staging pool {pool}: run {state.run}, cursors {state.cursors or 'none'}, "
                      f"next output offsets {state.next_offsets or 'none'}")  # fmt: skip
     return "\n".join(lines)

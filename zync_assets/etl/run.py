@@ -120,14 +120,14 @@ def above_cursors(cursors: Offsets, topics: list[str], prefix: str = "kafka") ->
 
 
 def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule]) -> _Snapshot:
-    state = read_state(spark, pool_path(pool), spec.name)
+    state = read_state(pool_path(pool), spec.name)
     topics = _input_topics(rules)
     raw_pool_of = {r.topic: r.pool for r in spec.inputs}
     raw_end: Offsets = {}
     frames = []
     for raw_pool in dict.fromkeys(raw_pool_of[t] for t in topics):
         mine = [t for t in topics if raw_pool_of[t] == raw_pool]
-        progress = read_progress(spark, pool_path(raw_pool))
+        progress = read_progress(pool_path(raw_pool))
         if progress.version is None:
             continue  # nothing ingested yet
         raw_end.update({t: progress.offsets[t] for t in mine if t in progress.offsets})
@@ -326,7 +326,7 @@ def _run_pool(
         _append(records, path, spec.name, pool, run, meta)
     finally:
         this.release()
-    committed = read_state(spark, path, spec.name)
+    committed = read_state(path, spec.name)
     if committed.attempt != attempt:
         return EtlResult(spec.name, pool, None, snap.state, read=read, cursors=committed.cursors,
                          raw_seen=snap.raw_end, note=f"another ETL of {spec.name} committed run {run} first; nothing written")  # fmt: skip

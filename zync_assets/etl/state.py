@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import SparkSession
-
 from zync_assets.commits import latest_commit, metadata
 from zync_assets.ingest.ranges import Offsets, offsets_from_json, offsets_to_json
 
@@ -36,8 +34,8 @@ class EtlState:
         return self.cursors.get(topic, {}).get(partition, 0)
 
 
-def read_state(spark: SparkSession, path: str, spec: str) -> EtlState:
-    commit = latest_commit(spark, path, METADATA_KEY, {"spec": spec})
+def read_state(path: str, spec: str) -> EtlState:
+    commit = latest_commit(path, METADATA_KEY, {"spec": spec})
     if commit is None:
         return EtlState()
     data = commit.data

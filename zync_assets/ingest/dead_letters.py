@@ -37,7 +37,7 @@ def sync_dead_letters(spark: SparkSession, pool: str, raw: Progress) -> int:
     if raw.run == 0:
         return 0
     path = dead_letter_path(pool)
-    copied = read_progress(spark, path)
+    copied = read_progress(path)
     if copied.run >= raw.run:
         return 0
     dead = (

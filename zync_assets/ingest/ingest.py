@@ -64,7 +64,7 @@ def ingest(
     `formats` gives a topic's key and value wire formats (default: Avro for both).
     """
     path = pool_path(check_pool_name(pool))
-    progress = read_progress(spark, path)
+    progress = read_progress(path)
     sync_dead_letters(spark, pool, progress)  # repairs a copy a crashed run did not finish
     ranges, end = _plan(progress, topics, kafka, end_offsets, max_records, missing_ok)
     if not ranges:
@@ -81,7 +81,7 @@ def ingest(
         _append(rows, path, pool, run, commit_metadata(run, attempt, after, ranges=ranges_json))
     finally:
         envelopes.unpersist()
-    committed = read_progress(spark, path)
+    committed = read_progress(path)
     if committed.attempt != attempt:
         return IngestResult(
             pool, None, [], progress=committed.offsets, end_offsets=end,

@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import SparkSession
-
 from zync_assets.commits import latest_commit, metadata
 from zync_assets.ingest.ranges import Offsets, offsets_from_json, offsets_to_json
 
@@ -42,9 +40,9 @@ def commit_metadata(run: int, attempt: str, offsets: Offsets, **details: Any) ->
     )
 
 
-def read_progress(spark: SparkSession, path: str) -> Progress:
+def read_progress(path: str) -> Progress:
     """Progress recorded by the newest ingest commit of the Delta table at `path`."""
-    commit = latest_commit(spark, path, METADATA_KEY)
+    commit = latest_commit(path, METADATA_KEY)
     if commit is None:
         return Progress()
     return Progress(

@@ -25,6 +25,7 @@ from dagster import (
     asset,
     sensor,
 )
+from pyspark.sql import SparkSession
 
 from zync_assets.codec.formats import WireFormat
 from zync_assets.ingest.ingest import IngestResult, ingest
@@ -36,6 +37,7 @@ from zync_assets.ingest.ranges import (
     offsets_to_json,
 )
 from zync_assets.kafka.offsets import high_marks, watermarks
+from zync_assets.lease import pipeline_feeding
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
 from zync_assets.status import dead_letter_count
 
@@ -130,13 +132,21 @@ def raw_pool_asset(pool: str, topics: list[str], formats: dict[str, WireFormat] 
             f"pool {pool}: read {', '.join(describe_range(r) for r in result.ranges) or 'nothing'}; "
             f"wrote {result.rows} rows, {result.dead_letters} dead letters (run {result.run})"
         )
-        dead = dead_letter_count(spark.session(), pool)
-        return MaterializeResult(
-            metadata={**ingest_metadata(result), "dead_letters_total": dead},
-            check_results=[dead_letter_check(raw_key(pool), "no_dead_letters", pool, dead)],
-        )
+        return raw_pool_materialization(spark.session(), result)
 
     return raw_pool
+
+
+def raw_pool_materialization(session: SparkSession, result: IngestResult) -> MaterializeResult:
+    """What an ingest commit records in Dagster, from a run or from `zync run`."""
+    dead = dead_letter_count(session, result.pool)
+    return MaterializeResult(
+        asset_key=raw_key(result.pool),
+        metadata={**ingest_metadata(result), "dead_letters_total": dead},
+        check_results=[
+            dead_letter_check(raw_key(result.pool), "no_dead_letters", result.pool, dead)
+        ],
+    )
 
 
 def recorded_progress(context: SensorEvaluationContext, pool: str) -> Offsets:
@@ -171,6 +181,10 @@ def raw_pool_sensor(pool: str, topics: list[str], minimum_interval_seconds: int)
         )
         if active:
             return SkipReason(f"a run for pool {pool} is already in progress")
+        if (feeder := pipeline_feeding(pool)) is not None:
+            return SkipReason(
+                f"{feeder.describe()} ingests pool {pool}; its commits appear as materializations"
+            )
         marks = watermarks(context.resources.kafka.settings(), topics, missing_ok=True)
         end = high_marks(marks)
         progress = recorded_progress(context, pool)

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+from collections.abc import Iterator
 
 from dagster import (
     AssetCheckResult,
@@ -13,6 +14,7 @@ from dagster import (
     MaterializeResult,
     multi_asset,
 )
+from pyspark.sql import SparkSession
 
 from zync_assets.etl.checks import run_checks
 from zync_assets.etl.run import EtlResult, run_etl, staging_pools
@@ -101,22 +103,28 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
             f"outputs {result.outputs}, {result.done} done records (ETL run {result.run}); "
             f"expired {result.expired}, still pending {result.pending}"
         )
-        expired = dead_letter_count(session, pool)
-        metadata = {
-            **etl_metadata(result),
-            "lag": sum(p.lag for p in input_lags(session, spec, result.cursors)),
-            "expired_total": expired,
-        }
-        yield MaterializeResult(asset_key=staging_key(pool), metadata=metadata)
-        yield MaterializeResult(asset_key=done_key(pool), metadata=metadata)
-        for check in run_checks(session, result):
-            asset = (
-                done_key(pool) if check.name == "no_duplicate_done_records" else staging_key(pool)
-            )
-            yield AssetCheckResult(
-                asset_key=asset, check_name=check.name, passed=check.passed,
-                metadata={"detail": check.detail},
-            )  # fmt: skip
-        yield dead_letter_check(staging_key(pool), "no_expired_events", pool, expired)
+        yield from etl_materializations(session, spec, result)
 
     return etl_pool
+
+
+def etl_materializations(
+    session: SparkSession, spec: Spec, result: EtlResult
+) -> Iterator[MaterializeResult | AssetCheckResult]:
+    """What an ETL commit records in Dagster, from a run or from `zync run`."""
+    pool = result.pool
+    expired = dead_letter_count(session, pool)
+    metadata = {
+        **etl_metadata(result),
+        "lag": sum(p.lag for p in input_lags(spec, result.cursors)),
+        "expired_total": expired,
+    }
+    yield MaterializeResult(asset_key=staging_key(pool), metadata=metadata)
+    yield MaterializeResult(asset_key=done_key(pool), metadata=metadata)
+    for check in run_checks(session, result):
+        asset = done_key(pool) if check.name == "no_duplicate_done_records" else staging_key(pool)
+        yield AssetCheckResult(
+            asset_key=asset, check_name=check.name, passed=check.passed,
+            metadata={"detail": check.detail},
+        )  # fmt: skip
+    yield dead_letter_check(staging_key(pool), "no_expired_events", pool, expired)

@@ -63,14 +63,20 @@ def _topic_asset(spec: Spec, topic: str, pool: str, wire_format: str):
             f"{result.first_offset}; high-water marks {result.high_water_before} → "
             f"{result.high_water_after}"
         )
-        state = read_state(spark.session(), pool_path(pool), spec.name)
-        staged = state.next_offsets.get(topic, 0)
-        return MaterializeResult(
-            metadata={
-                **sync_metadata(result),
-                "staging_records": staged,
-                "unsent": max(staged - result.next_offset, 0),
-            }
-        )
+        return output_topic_materialization(spec, result)
 
     return output_topic
+
+
+def output_topic_materialization(spec: Spec, result: SyncResult) -> MaterializeResult:
+    """What a to-kafka sync records in Dagster, from a run or from `zync run`."""
+    state = read_state(pool_path(result.pool), spec.name)
+    staged = state.next_offsets.get(result.topic, 0)
+    return MaterializeResult(
+        asset_key=topic_key(result.topic),
+        metadata={
+            **sync_metadata(result),
+            "staging_records": staged,
+            "unsent": max(staged - result.next_offset, 0),
+        },
+    )

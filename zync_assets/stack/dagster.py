@@ -41,6 +41,14 @@ def dagster_home(state: Path) -> Path:
     return state / "dagster"
 
 
+def instance_home(state: Path) -> Path | None:
+    """The Dagster instance to report to: $DAGSTER_HOME, else the stack's if it exists."""
+    if os.environ.get("DAGSTER_HOME"):
+        return Path(os.environ["DAGSTER_HOME"])
+    home = dagster_home(state)
+    return home if (home / "dagster.yaml").is_file() else None
+
+
 def dagster_url(port: int = DAGSTER_PORT) -> str:
     return f"http://127.0.0.1:{port}"
 

@@ -25,7 +25,7 @@ from typing import Protocol
 
 from pyspark.sql import DataFrame
 
-from zync_assets.errors import ZyncError
+from zync_assets.errors import ConcurrentWriter, ZyncError
 from zync_assets.settings import KafkaSettings
 from zync_assets.tokafka.encode import Encoding, Span
 
@@ -76,9 +76,9 @@ def changed_while_sending(low: int, high: int) -> ZyncError:
     return ZyncError(f"staging offsets {low}..{high - 1} changed while sending; run again")
 
 
-def fenced(topic: str) -> ZyncError:
-    return ZyncError(
-        f"another `zync to-kafka` for topic {topic!r} took over (this producer was fenced); "
+def fenced(topic: str) -> ConcurrentWriter:
+    return ConcurrentWriter(
+        f"another to-kafka for topic {topic!r} took over (this producer was fenced); "
         "nothing of the current batch was committed, and the other process goes on"
     )
 

@@ -1,0 +1,131 @@
+"""`zync run`: the whole pipeline of some specs (ingest → ETL → to-kafka) in one process."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import click
+
+from zync_assets.cli.pipeline import describe, describe_etl, graceful_stop
+from zync_assets.cli.tokafka import describe as describe_sync
+from zync_assets.errors import ZyncError
+from zync_assets.etl.run import EtlResult
+from zync_assets.follow import follow
+from zync_assets.ingest.ingest import IngestResult
+from zync_assets.kafka.registry import Registry
+from zync_assets.lease import PipelineLeases
+from zync_assets.locations import state_dir
+from zync_assets.pipeline import PassResult, Pipeline, PipelineReporter
+from zync_assets.settings import kafka_settings, registry_settings
+from zync_assets.spec import Route, Spec, load_spec
+from zync_assets.stack.dagster import instance_home
+from zync_assets.timeparse import parse_duration
+from zync_assets.tokafka.sync import SyncResult
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class PrintedReport:
+    """Prints each commit; with `quiet`, only conflicts (the Dagster reporter adds its own)."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+
+    def ingested(self, result: IngestResult) -> None:
+        if result.run is not None and not self.quiet:
+            click.echo(describe(result))
+
+    def transformed(self, spec: Spec, result: EtlResult) -> None:
+        if result.run is not None and not self.quiet:
+            click.echo(describe_etl(result))
+
+    def synced(self, spec: Spec, route: Route, result: SyncResult) -> None:
+        if result.sent and not self.quiet:
+            click.echo(describe_sync(result))
+
+    def conflicted(self, stage: str, message: str) -> None:
+        click.echo(f"zync: {stage}: {message}; continuing from the new state", err=True)
+
+    def finished(self) -> None:
+        pass
+
+
+@click.command("run")
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--follow", "keep_going", is_flag=True,
+              help="Keep running: each stage as soon as the one before committed.")  # fmt: skip
+@click.option("--interval", default="0.5s", show_default=True,
+              help="With --follow: the wait after a pass that found nothing new.")  # fmt: skip
+@click.option("--exit-after", help="With --follow: stop once nothing new came for this long.")
+@click.option("--max-records", type=int, help="At most this many messages per ingest commit.")
+@click.option("--dagster/--no-dagster", "to_dagster", default=None,
+              help="Report each commit to the Dagster instance as a materialization "
+              "[default: when $DAGSTER_HOME or the stack's instance exists].")  # fmt: skip
+def run(
+    specs: tuple[str, ...],
+    keep_going: bool,
+    interval: str,
+    exit_after: str | None,
+    max_records: int | None,
+    to_dagster: bool | None,
+) -> None:
+    """Run SPECS' pipeline: ingest their topics, run their ETL, send their outputs to Kafka.
+
+    One pass (or, with --follow, pass after pass) on one Spark session. Ctrl-C or
+    SIGTERM finishes the current commit and exits 0."""
+    loaded = [load_spec(path) for path in specs]
+    if not any(spec.inputs for spec in loaded):
+        raise ZyncError("nothing to run: the specs have no inputs")
+    pause, idle = parse_duration(interval), parse_duration(exit_after) if exit_after else None
+    from zync_assets.spark import spark_session
+
+    started = time.monotonic()
+    spark = spark_session()
+    click.echo(f"spark ready ({time.monotonic() - started:.1f}s)", err=True)
+    reporter = _reporter(spark, to_dagster)
+    pipeline = Pipeline(
+        spark, loaded, kafka_settings(), Registry(registry_settings()), max_records=max_records
+    )
+    leases = PipelineLeases(_pools(loaded), [spec.name for spec in loaded])
+    for pool, other in leases.others():
+        click.echo(f"zync: {other.describe()} feeds pool {pool} too; both stay exactly once, "
+                   "but they race for each commit", err=True)  # fmt: skip
+
+    def pass_once() -> list[PassResult]:
+        leases.beat()
+        return [pipeline.pass_once(reporter)]
+
+    try:
+        with graceful_stop() as stop:
+            follow(
+                pass_once,
+                lambda _result: None,
+                did_work=lambda result: result.did_work,
+                interval=pause,
+                idle_timeout=(idle if keep_going else 0.0),
+                stop_requested=lambda: stop[0],
+            )
+    finally:
+        leases.release()
+
+
+def _pools(specs: list[Spec]) -> set[str]:
+    return {r.pool for spec in specs for r in spec.inputs + spec.outputs}
+
+
+def _reporter(spark: SparkSession, to_dagster: bool | None) -> PipelineReporter:
+    printed = PrintedReport()
+    home = instance_home(state_dir()) if to_dagster is not False else None
+    if home is None:
+        if to_dagster:
+            raise ZyncError(
+                "--dagster: no Dagster instance (set DAGSTER_HOME, or start the stack with "
+                "`zync stack up --dagster`)"
+            )
+        return printed
+    from zync_assets.orchestration.report import DagsterReport
+
+    click.echo(f"reporting commits to the Dagster instance in {home}", err=True)
+    return DagsterReport(home, spark, printed)

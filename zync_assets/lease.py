@@ -1,0 +1,97 @@
+"""Which running pipeline (`zync run --follow`) feeds a pool: a heartbeat file per pool.
+
+Dagster's sensors read it so they start no run that would only race the pipeline.
+It is advice, not a lock: exactly once never depends on it (each stage's commit does),
+so a stale or missing file costs at most a run that finds nothing new.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from zync_assets.pools import check_pool_name, lake_dir
+
+# A heartbeat older than this is a pipeline that died without removing its files.
+LEASE_TTL_S = 30.0
+BEAT_EVERY_S = 5.0
+
+
+@dataclass(frozen=True)
+class Lease:
+    pid: int
+    host: str
+    specs: list[str]
+    heartbeat: float  # time.time() of the last beat
+
+    def describe(self) -> str:
+        return f"`zync run` (pid {self.pid} on {self.host}, specs {', '.join(self.specs)})"
+
+
+def _leases_dir() -> Path:
+    return lake_dir() / ".pipelines"  # a dot: never a pool name
+
+
+def _lease_file(pool: str) -> Path:
+    return _leases_dir() / f"{check_pool_name(pool)}.json"
+
+
+def _alive(lease: Lease, now: float) -> bool:
+    if now - lease.heartbeat > LEASE_TTL_S:
+        return False
+    if lease.host != socket.gethostname():
+        return True
+    try:
+        os.kill(lease.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def pipeline_feeding(pool: str) -> Lease | None:
+    """The live pipeline that feeds `pool`, if any."""
+    try:
+        lease = Lease(**json.loads(_lease_file(pool).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    return lease if _alive(lease, time.time()) else None
+
+
+class PipelineLeases:
+    """Held by a running pipeline: `beat()` each pass, `release()` at exit."""
+
+    def __init__(self, pools: Iterable[str], specs: list[str]) -> None:
+        self.pools = sorted(set(pools))
+        self.specs = specs
+        self._last_beat = 0.0
+
+    def beat(self) -> None:
+        now = time.time()
+        if now - self._last_beat < BEAT_EVERY_S:
+            return
+        lease = Lease(os.getpid(), socket.gethostname(), self.specs, now)
+        _leases_dir().mkdir(parents=True, exist_ok=True)
+        for pool in self.pools:
+            target = _lease_file(pool)
+            temporary = target.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_text(json.dumps(asdict(lease)))
+            temporary.replace(target)  # readers see the old beat or the new, never half
+        self._last_beat = now
+
+    def others(self) -> list[tuple[str, Lease]]:
+        """Pools another live pipeline feeds already."""
+        found = [(pool, pipeline_feeding(pool)) for pool in self.pools]
+        return [(pool, lease) for pool, lease in found if lease and lease.pid != os.getpid()]
+
+    def release(self) -> None:
+        for pool in self.pools:
+            lease = pipeline_feeding(pool)
+            if lease is not None and lease.pid == os.getpid():
+                _lease_file(pool).unlink(missing_ok=True)

@@ -1,0 +1,86 @@
+"""`zync run` → Dagster: each pipeline commit recorded as its asset's materialization.
+
+The metadata and checks are the ones a Dagster run records (the same functions build
+them), so the lineage view, the assets' history and `zync status` stay true while a
+pipeline runs outside Dagster. A pass's events are written when the pass ends, in
+stage order (raw, staging and done, output topics): the automation sensor then sees
+the downstream assets already up to date and starts no run that would race the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckResult,
+    AssetMaterialization,
+    DagsterInstance,
+    MaterializeResult,
+)
+from pyspark.sql import SparkSession
+
+from zync_assets.etl.run import EtlResult
+from zync_assets.ingest.ingest import IngestResult
+from zync_assets.orchestration.raw import raw_pool_materialization
+from zync_assets.orchestration.staging import etl_materializations
+from zync_assets.orchestration.tokafka import output_topic_materialization
+from zync_assets.spec import Route, Spec
+from zync_assets.tokafka.sync import SyncResult
+
+RunlessEvent = AssetMaterialization | AssetCheckEvaluation
+
+
+def runless_events(results: Iterable[MaterializeResult | AssetCheckResult]) -> list[RunlessEvent]:
+    events: list[RunlessEvent] = []
+    for result in results:
+        if isinstance(result, MaterializeResult):
+            assert result.asset_key is not None
+            events.append(AssetMaterialization(result.asset_key, metadata=result.metadata))
+            events += runless_events(result.check_results or [])
+        else:
+            assert result.asset_key is not None
+            events.append(
+                AssetCheckEvaluation(
+                    asset_key=result.asset_key,
+                    check_name=result.check_name,
+                    passed=result.passed,
+                    metadata=result.metadata,
+                    severity=result.severity,
+                )
+            )
+    return events
+
+
+class DagsterReport:
+    """A PipelineReporter that records commits in a Dagster instance (and passes them on)."""
+
+    def __init__(self, home: Path, session: SparkSession, then) -> None:
+        self.instance = DagsterInstance.from_config(str(home))
+        self.session = session
+        self.then = then  # the terminal's reporter
+        self._pending: list[RunlessEvent] = []
+
+    def ingested(self, result: IngestResult) -> None:
+        self.then.ingested(result)
+        if result.run is not None:
+            self._pending += runless_events([raw_pool_materialization(self.session, result)])
+
+    def transformed(self, spec: Spec, result: EtlResult) -> None:
+        self.then.transformed(spec, result)
+        if result.run is not None:
+            self._pending += runless_events(etl_materializations(self.session, spec, result))
+
+    def synced(self, spec: Spec, route: Route, result: SyncResult) -> None:
+        self.then.synced(spec, route, result)
+        if result.sent:
+            self._pending += runless_events([output_topic_materialization(spec, result)])
+
+    def conflicted(self, stage: str, message: str) -> None:
+        self.then.conflicted(stage, message)
+
+    def finished(self) -> None:
+        for event in self._pending:
+            self.instance.report_runless_asset_event(event)
+        self._pending.clear()

@@ -1,0 +1,166 @@
+"""The continuous pipeline: ingest → ETL → to-kafka for a set of specs, on one Spark session.
+
+One pass runs every stage in order, each as soon as the one before committed:
+ingest each raw pool of the specs, run each spec's ETL whose raw pools changed, sync
+each output topic whose staging pool changed. A pass that finds nothing new costs a
+Kafka watermark query and a few directory listings, no Spark job.
+
+Exactly once comes from the stages themselves (ingest's progress in the pool, ETL's
+done records and cursors, to-kafka's position in the topic), not from this loop: a
+pipeline may race another pipeline or a Dagster run on the same pools. When another
+writer commits first, the stage writes nothing and the next pass continues from the
+new state — never a duplicate, never a gap.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pyspark.sql import SparkSession
+
+from zync_assets.codec.formats import WireFormat
+from zync_assets.errors import ConcurrentWriter
+from zync_assets.etl.expiry import parse_expiry
+from zync_assets.etl.run import EtlResult, run_etl
+from zync_assets.ingest.ingest import IngestResult, ingest
+from zync_assets.ingest.shaper import Shaper
+from zync_assets.kafka.registry import Registry
+from zync_assets.pools import pool_path, pool_version
+from zync_assets.settings import KafkaSettings
+from zync_assets.spec import Route, Spec, all_raw_pools
+from zync_assets.tokafka.sync import SyncResult, sync_topic
+
+# With events pending on a time-based expire-after, ETL runs this often even when no
+# raw pool changed, so that expiring events are done on time.
+EXPIRY_CHECK_S = 10.0
+
+
+class PipelineReporter(Protocol):
+    """What a front end learns of each stage (the CLI prints it; Dagster records it)."""
+
+    def ingested(self, result: IngestResult) -> None: ...
+
+    def transformed(self, spec: Spec, result: EtlResult) -> None: ...
+
+    def synced(self, spec: Spec, route: Route, result: SyncResult) -> None: ...
+
+    def conflicted(self, stage: str, message: str) -> None: ...
+
+    def finished(self) -> None:
+        """The pass is over: every stage that had work committed (or conflicted)."""
+
+
+@dataclass
+class PassResult:
+    ingested: list[IngestResult] = field(default_factory=list)
+    transformed: list[EtlResult] = field(default_factory=list)
+    synced: list[SyncResult] = field(default_factory=list)
+    conflicts: int = 0
+
+    @property
+    def did_work(self) -> bool:
+        return (
+            any(r.run is not None for r in self.ingested)
+            or any(r.run is not None for r in self.transformed)
+            or any(r.sent for r in self.synced)
+        )
+
+
+@dataclass
+class Pipeline:
+    """The stages of `specs` on `spark`; `pass_once()` runs each stage that has work."""
+
+    spark: SparkSession
+    specs: list[Spec]
+    kafka: KafkaSettings
+    registry: Registry
+    shaper: Shaper | None = None
+    max_records: int | None = None
+    clock: Callable[[], float] = time.monotonic
+    # Delta versions each stage last saw of its input pools (None: not run yet).
+    _etl_saw: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
+    _etl_pending_since: dict[str, float] = field(default_factory=dict)
+    _sync_saw: dict[str, int | None] = field(default_factory=dict)
+
+    def pass_once(self, reporter: PipelineReporter) -> PassResult:
+        result = PassResult()
+        self._ingest(reporter, result)
+        for spec in self.specs:
+            if spec.transforms:
+                self._transform(spec, reporter, result)
+        for spec in self.specs:
+            for route in spec.outputs:
+                self._sync(spec, route, reporter, result)
+        reporter.finished()
+        return result
+
+    def _ingest(self, reporter: PipelineReporter, result: PassResult) -> None:
+        formats: dict[str, WireFormat] = {}
+        for spec in self.specs:
+            formats |= spec.formats()
+        for pool, topics in all_raw_pools(self.specs).items():
+            try:
+                done = ingest(
+                    self.spark, pool, topics, self.kafka, self.registry, shaper=self.shaper,
+                    max_records=self.max_records, missing_ok=True, formats=formats,
+                )  # fmt: skip
+            except ConcurrentWriter as exc:
+                result.conflicts += 1
+                reporter.conflicted("ingest", str(exc))
+                continue
+            result.ingested.append(done)
+            reporter.ingested(done)
+
+    def _transform(self, spec: Spec, reporter: PipelineReporter, result: PassResult) -> None:
+        seen = tuple(pool_version(pool_path(p)) for p in spec.raw_pools())
+        if seen == self._etl_saw.get(spec.name) and not self._expiry_due(spec):
+            return
+        try:
+            results = run_etl(self.spark, spec, now=dt.datetime.now(dt.UTC))
+        except ConcurrentWriter as exc:
+            result.conflicts += 1
+            reporter.conflicted("etl", str(exc))
+            return
+        self._etl_saw[spec.name] = seen
+        if any(r.pending for r in results):
+            self._etl_pending_since.setdefault(spec.name, self.clock())
+        else:
+            self._etl_pending_since.pop(spec.name, None)
+        for done in results:
+            result.transformed.append(done)
+            reporter.transformed(spec, done)
+
+    def _expiry_due(self, spec: Spec) -> bool:
+        """Events wait on a time-based expire-after, and the last check is old enough."""
+        since = self._etl_pending_since.get(spec.name)
+        timed = any(
+            r.expire_after and parse_expiry(r.expire_after).seconds is not None
+            for r in spec.transforms
+        )
+        if since is None or not timed or self.clock() - since < EXPIRY_CHECK_S:
+            return False
+        self._etl_pending_since[spec.name] = self.clock()
+        return True
+
+    def _sync(
+        self, spec: Spec, route: Route, reporter: PipelineReporter, result: PassResult
+    ) -> None:
+        version = pool_version(pool_path(route.pool))
+        if version is None or self._sync_saw.get(route.topic) == version:
+            return  # no staging yet, or nothing committed since the last sync
+        try:
+            done = sync_topic(
+                self.spark, route.pool, route.topic, self.kafka, self.registry,
+                wire_format=route.format.value,
+            )  # fmt: skip
+        except ConcurrentWriter as exc:
+            result.conflicts += 1
+            reporter.conflicted("to-kafka", str(exc))
+            return
+        self._sync_saw[route.topic] = version
+        result.synced.append(done)
+        reporter.synced(spec, route, done)

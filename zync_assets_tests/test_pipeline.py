@@ -1,0 +1,187 @@
+"""`zync run`: ingest → ETL → to-kafka in one process, continuous, reported to Dagster,
+exactly once under kill -9 and beside a second pipeline."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from zync_assets.demo.invoices import produce_batch, reset
+from zync_assets.kafka.registry import Registry
+from zync_assets_tests.conftest import ZYNC, Stack, read_topic, rebuild_table
+
+pytestmark = pytest.mark.integration
+
+INVOICES = Path(__file__).parent.parent / "etl_specs" / "invoices.yaml"
+ALICE, BOB = ("Alice", "taco"), ("Bob", "burrito")
+CHARLIE, DAN = ("Charlie", "enchilada"), ("Dan", "beans")
+TABLES = {  # zync's result after each demo batch, as an upserting sink holds it
+    1: {100: (*ALICE, "pending"), 101: (*BOB, "pending")},
+    2: {100: (*ALICE, "pending"), 101: (*BOB, "pending"), 102: (*CHARLIE, "pending")},
+    3: {100: (*ALICE, "closed"), 101: (*BOB, "pending"), 102: (*CHARLIE, "pending"),
+        103: (*DAN, "pending")},
+    4: {100: (*ALICE, "closed"), 101: (*BOB, "paid"), 102: (*CHARLIE, "paid"),
+        103: (*DAN, "collections")},
+}  # fmt: skip
+
+
+def sink_table(stack: Stack) -> dict:
+    table = rebuild_table(read_topic(stack, "NewInvoices"), "ID")
+    return {k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()}
+
+
+def wait_for(what: str, ready: Callable[[], bool], proc: subprocess.Popen, timeout: float) -> float:
+    started = time.monotonic()
+    while not ready():
+        if proc.poll() is not None:
+            raise AssertionError(f"zync run exited ({proc.returncode}) before {what}")
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"no {what} within {timeout:.0f}s")
+        time.sleep(0.3)
+    return time.monotonic() - started
+
+
+def start_pipeline(env: dict[str, str], *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [ZYNC, "run", str(INVOICES), "--follow", "--interval", "0.2s", *extra],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def dagster_home(tmp_path: Path) -> Path:
+    home = tmp_path / "dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return home
+
+
+def test_a_following_pipeline_carries_each_batch_to_the_topic_and_reports_to_dagster(
+    stack: Stack, lake: Path, dagster_home: Path
+) -> None:
+    from dagster import AssetKey, DagsterInstance, build_sensor_context
+
+    from zync_assets.definitions import build_definitions
+    from zync_assets.lease import pipeline_feeding
+    from zync_assets.orchestration.raw import raw_pool_sensor
+    from zync_assets.spec import load_spec
+
+    reset(stack.kafka)
+    registry = Registry(stack.registry_settings)
+    env = stack.env(ZYNC_LAKE=str(lake), DAGSTER_HOME=str(dagster_home))
+    proc = start_pipeline(env)
+    try:
+        for batch in range(1, 5):
+            produce_batch(batch, stack.kafka, registry)
+            wait_for(f"batch {batch} in NewInvoices", lambda b=batch: sink_table(stack) == TABLES[b],
+                     proc, timeout=120)  # fmt: skip
+        feeder = pipeline_feeding("Raw")
+        assert feeder is not None and feeder.pid == proc.pid
+        instance = DagsterInstance.from_config(str(dagster_home))
+        sensor = raw_pool_sensor("Raw", ["Invoices", "InvoiceStatus"], 5)
+        defs = build_definitions([load_spec(INVOICES)])
+        context = build_sensor_context(instance=instance, resources=defs.resources)
+        skipped = sensor(context)
+        assert f"pid {proc.pid}" in skipped.skip_message, skipped
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert pipeline_feeding("Raw") is None  # the lease went with it
+
+    latest = {
+        name: instance.get_latest_materialization_event(AssetKey(name.split("/")))
+        for name in ("raw/Raw", "staging/Staging", "done/Staging", "kafka/NewInvoices")
+    }
+    assert all(event is not None for event in latest.values()), latest
+    progress = json.loads(latest["raw/Raw"].asset_materialization.metadata["progress"].value)
+    assert progress == {"Invoices": {"0": 9}, "InvoiceStatus": {"0": 8}}
+    staging = latest["staging/Staging"].asset_materialization.metadata
+    assert staging["pending"].value == 0
+    sent = latest["kafka/NewInvoices"].asset_materialization.metadata
+    assert sent["next_staging_offset"].value == 8 and sent["unsent"].value == 0
+    checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [k for k in defs.resolve_asset_graph().asset_check_keys if k.name != "no_expired_events"]
+    )
+    outcomes = {key.name: record.status.value for key, record in checks.items()}
+    assert outcomes and set(outcomes.values()) == {"SUCCEEDED"}, outcomes
+    assert "stopping after the current commit" in err
+
+
+def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
+    spark, stack: Stack, lake: Path
+) -> None:
+    reset(stack.kafka)
+    env = stack.env(ZYNC_LAKE=str(lake))
+    rng = random.Random(17)
+    pairs = 0
+    second = start_pipeline(env, "--no-dagster")
+    for _round in range(4):  # the first pipeline killed at a random point of its work
+        first = start_pipeline(env, "--no-dagster")
+        for _ in range(3):
+            produce_pairs(stack, range(10_000 + pairs, 10_000 + pairs + 40))
+            pairs += 40
+            time.sleep(rng.uniform(2, 8))
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    second.send_signal(signal.SIGTERM)
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    finish = subprocess.run([ZYNC, "run", str(INVOICES), "--no-dagster"], env=env,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert finish.returncode == 0, finish.stderr
+
+    staging = spark.read.format("delta").load(str(lake / "Staging"))
+    outputs = sorted(
+        r.o for r in staging.where("kind = 'output'").selectExpr("kafka.offset AS o").collect()
+    )
+    assert outputs == list(range(pairs))
+    done = staging.where("kind = 'done'").select("kafka.topic", "kafka.offset")
+    assert done.count() == done.distinct().count() == 2 * pairs
+    received = read_topic(stack, "NewInvoices")
+    assert sorted(r.value["ID"] for r in received) == list(range(10_000, 10_000 + pairs))
+
+
+def produce_pairs(stack: Stack, ids: range) -> None:
+    """An invoice and its status per id, in the demo's schemas (Debezium creates)."""
+    from zync_assets.demo.invoices import schema
+    from zync_assets.kafka.produce import Line, encode_lines, send
+
+    registry = Registry(stack.registry_settings)
+    rows = {
+        "Invoices": [({"ID": i}, {"ID": i, "customer": f"c{i}", "item": "tea"}) for i in ids],
+        "InvoiceStatus": [({"ID": i}, {"ID": i, "InvoiceID": i, "status": "new"}) for i in ids],
+    }
+    for topic, pairs in rows.items():
+        lines = [
+            Line(
+                n,
+                key,
+                {
+                    "before": None,
+                    "after": after,
+                    "op": "c",
+                    "ts_ms": 1700000000000,
+                    "source": {
+                        "connector": "postgresql",
+                        "db": "shop",
+                        "table": topic,
+                        "lsn": after["ID"],
+                    },
+                },
+            )
+            for n, (key, after) in enumerate(pairs)
+        ]
+        messages, _, _ = encode_lines(
+            topic, lines, registry, schema(f"{topic}-key.avsc"), schema(f"{topic}-value.avsc")
+        )
+        send(stack.kafka, topic, messages)
