@@ -9,12 +9,13 @@ import random
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from zync_assets.demo.invoices import produce_batch, reset
+from zync_assets.demo.invoices import batch_lines, produce_batch, reset
 from zync_assets.kafka.registry import Registry
 from zync_assets_tests.conftest import ZYNC, Stack, read_topic, rebuild_table
 
@@ -34,6 +35,10 @@ TABLES = {  # zync's result after each demo batch, as an upserting sink holds it
 
 
 def sink_table(stack: Stack) -> dict:
+    from zync_assets.kafka.clients import topic_names
+
+    if "NewInvoices" not in topic_names(stack.kafka):
+        return {}
     table = rebuild_table(read_topic(stack, "NewInvoices"), "ID")
     return {k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()}
 
@@ -72,7 +77,7 @@ def test_a_following_pipeline_carries_each_batch_to_the_topic_and_reports_to_dag
 
     from zync_assets.definitions import build_definitions
     from zync_assets.lease import pipeline_feeding
-    from zync_assets.orchestration.raw import raw_pool_sensor
+    from zync_assets.orchestration.resources import KafkaResource
     from zync_assets.spec import load_spec
 
     reset(stack.kafka)
@@ -87,11 +92,12 @@ def test_a_following_pipeline_carries_each_batch_to_the_topic_and_reports_to_dag
         feeder = pipeline_feeding("Raw")
         assert feeder is not None and feeder.pid == proc.pid
         instance = DagsterInstance.from_config(str(dagster_home))
-        sensor = raw_pool_sensor("Raw", ["Invoices", "InvoiceStatus"], 5)
         defs = build_definitions([load_spec(INVOICES)])
-        context = build_sensor_context(instance=instance, resources=defs.resources)
-        skipped = sensor(context)
-        assert f"pid {proc.pid}" in skipped.skip_message, skipped
+        context = build_sensor_context(
+            instance=instance, resources={"kafka": KafkaResource()}, definitions=defs
+        )
+        tick = defs.get_sensor_def("raw_Raw_kafka_sensor").evaluate_tick(context)
+        assert not tick.run_requests and f"pid {proc.pid}" in tick.skip_message, tick
     finally:
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=60)
@@ -104,7 +110,8 @@ def test_a_following_pipeline_carries_each_batch_to_the_topic_and_reports_to_dag
     }
     assert all(event is not None for event in latest.values()), latest
     progress = json.loads(latest["raw/Raw"].asset_materialization.metadata["progress"].value)
-    assert progress == {"Invoices": {"0": 9}, "InvoiceStatus": {"0": 8}}
+    produced = Counter(e["topic"] for b in range(1, 5) for e in batch_lines(b))
+    assert progress == {topic: {"0": n} for topic, n in produced.items()}
     staging = latest["staging/Staging"].asset_materialization.metadata
     assert staging["pending"].value == 0
     sent = latest["kafka/NewInvoices"].asset_materialization.metadata
@@ -117,6 +124,7 @@ def test_a_following_pipeline_carries_each_batch_to_the_topic_and_reports_to_dag
     assert "stopping after the current commit" in err
 
 
+@pytest.mark.slow
 def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
     spark, stack: Stack, lake: Path
 ) -> None:
@@ -154,6 +162,7 @@ def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
 def produce_pairs(stack: Stack, ids: range) -> None:
     """An invoice and its status per id, in the demo's schemas (Debezium creates)."""
     from zync_assets.demo.invoices import schema
+    from zync_assets.kafka.clients import ensure_topic
     from zync_assets.kafka.produce import Line, encode_lines, send
 
     registry = Registry(stack.registry_settings)
@@ -184,4 +193,5 @@ def produce_pairs(stack: Stack, ids: range) -> None:
         messages, _, _ = encode_lines(
             topic, lines, registry, schema(f"{topic}-key.avsc"), schema(f"{topic}-value.avsc")
         )
+        ensure_topic(stack.kafka, topic)
         send(stack.kafka, topic, messages)

@@ -82,7 +82,7 @@ def run(
     from zync_assets.spark import spark_session
 
     started = time.monotonic()
-    spark = spark_session()
+    spark = spark_session(long_lived=keep_going)
     click.echo(f"spark ready ({time.monotonic() - started:.1f}s)", err=True)
     reporter = _reporter(spark, to_dagster)
     pipeline = Pipeline(

@@ -32,13 +32,20 @@ def _between(low: Offsets, high: Offsets):
     return condition
 
 
+# The raw commit (by its attempt id, unique per run) each pool's copy was last brought
+# up to in this process. A pool without dead letters has no copy to record progress in;
+# without this, every pass of a long-lived process would scan for dead letters anew.
+_synced_through: dict[str, str | None] = {}
+
+
 def sync_dead_letters(spark: SparkSession, pool: str, raw: Progress) -> int:
     """Copy dead letters committed to `pool` up to `raw` that the copy lacks; how many."""
-    if raw.run == 0:
-        return 0
     path = dead_letter_path(pool)
+    if raw.run == 0 or _synced_through.get(path, "") == raw.attempt:
+        return 0
     copied = read_progress(path)
     if copied.run >= raw.run:
+        _synced_through[path] = raw.attempt
         return 0
     dead = (
         spark.read.format("delta")
@@ -59,4 +66,5 @@ def sync_dead_letters(spark: SparkSession, pool: str, raw: Progress) -> int:
     if count:
         meta = commit_metadata(raw.run, raw.attempt or "", raw.offsets)
         append_once(dead, path, f"zync-dlq/{pool}", raw.run, meta)
+    _synced_through[path] = raw.attempt
     return count
