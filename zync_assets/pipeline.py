@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -26,14 +27,20 @@ from zync_assets.codec.formats import WireFormat
 from zync_assets.errors import ConcurrentWriter
 from zync_assets.etl.expiry import parse_expiry
 from zync_assets.etl.run import EtlResult, run_etl
+from zync_assets.etl.state import read_state
 from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import pool_path, pool_version
 from zync_assets.settings import KafkaSettings
+from zync_assets.spark import small_work
 from zync_assets.spec import Route, Spec, all_raw_pools
+from zync_assets.status import etl_backlog
 from zync_assets.tokafka.sync import SyncResult, sync_topic
 
+# An ETL or to-kafka stage with at most this many rows to do runs with small_work's
+# Spark settings (interpreted, not compiled); a bigger one with the session's own.
+SMALL_PASS_ROWS = 20_000
 # With events pending on a time-based expire-after, ETL runs this often even when no
 # raw pool changed, so that expiring events are done on time.
 EXPIRY_CHECK_S = 10.0
@@ -60,6 +67,7 @@ class PassResult:
     transformed: list[EtlResult] = field(default_factory=list)
     synced: list[SyncResult] = field(default_factory=list)
     conflicts: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)  # per stage: ingest, etl, to-kafka
 
     @property
     def did_work(self) -> bool:
@@ -85,16 +93,27 @@ class Pipeline:
     _etl_saw: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
     _etl_pending_since: dict[str, float] = field(default_factory=dict)
     _sync_saw: dict[str, int | None] = field(default_factory=dict)
+    _sent: dict[str, int] = field(default_factory=dict)  # topic -> next staging offset to send
+
+    def _settings_for(self, rows: int | None) -> AbstractContextManager[None]:
+        """small_work's Spark settings for a stage with at most SMALL_PASS_ROWS rows to do
+        (None: not known), else the session's own."""
+        small = rows is not None and rows <= SMALL_PASS_ROWS
+        return small_work(self.spark) if small else nullcontext()
 
     def pass_once(self, reporter: PipelineReporter) -> PassResult:
         result = PassResult()
+        started = self.clock()
         self._ingest(reporter, result)
+        result.seconds["ingest"], started = self.clock() - started, self.clock()
         for spec in self.specs:
             if spec.transforms:
                 self._transform(spec, reporter, result)
+        result.seconds["etl"], started = self.clock() - started, self.clock()
         for spec in self.specs:
             for route in spec.outputs:
                 self._sync(spec, route, reporter, result)
+        result.seconds["to-kafka"] = self.clock() - started
         reporter.finished()
         return result
 
@@ -120,7 +139,8 @@ class Pipeline:
         if seen == self._etl_saw.get(spec.name) and not self._expiry_due(spec):
             return
         try:
-            results = run_etl(self.spark, spec, now=dt.datetime.now(dt.UTC))
+            with self._settings_for(etl_backlog(spec)):
+                results = run_etl(self.spark, spec, now=dt.datetime.now(dt.UTC))
         except ConcurrentWriter as exc:
             result.conflicts += 1
             reporter.conflicted("etl", str(exc))
@@ -152,15 +172,19 @@ class Pipeline:
         version = pool_version(pool_path(route.pool))
         if version is None or self._sync_saw.get(route.topic) == version:
             return  # no staging yet, or nothing committed since the last sync
+        staged = read_state(pool_path(route.pool), spec.name).next_offsets.get(route.topic, 0)
+        sent = self._sent.get(route.topic)
         try:
-            done = sync_topic(
-                self.spark, route.pool, route.topic, self.kafka, self.registry,
-                wire_format=route.format.value,
-            )  # fmt: skip
+            with self._settings_for(staged - sent if sent is not None else None):
+                done = sync_topic(
+                    self.spark, route.pool, route.topic, self.kafka, self.registry,
+                    wire_format=route.format.value,
+                )  # fmt: skip
         except ConcurrentWriter as exc:
             result.conflicts += 1
             reporter.conflicted("to-kafka", str(exc))
             return
         self._sync_saw[route.topic] = version
+        self._sent[route.topic] = done.next_offset
         result.synced.append(done)
         reporter.synced(spec, route, done)

@@ -117,6 +117,16 @@ def input_lags(spec: Spec, cursors: Offsets) -> list[PartitionLag]:
     return _lags(raw_progress_of(spec), cursors)
 
 
+def etl_backlog(spec: Spec) -> int:
+    """Raw events beyond the ETL cursors of the spec's staging pools (read from commit
+    files: no Spark job). An event in two staging pools' backlogs counts twice."""
+    total = 0
+    for pool in staging_pools(spec):
+        cursors = read_state(pool_path(pool), spec.name).cursors
+        total += sum(p.lag for p in input_lags(spec, cursors))
+    return total
+
+
 def staging_status(
     spark: SparkSession, kafka: KafkaSettings, spec: Spec, pool: str
 ) -> StagingStatus:

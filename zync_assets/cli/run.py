@@ -101,7 +101,7 @@ def run(
         with graceful_stop() as stop:
             follow(
                 pass_once,
-                lambda _result: None,
+                report_timing,
                 did_work=lambda result: result.did_work,
                 interval=pause,
                 idle_timeout=(idle if keep_going else 0.0),
@@ -109,6 +109,12 @@ def run(
             )
     finally:
         leases.release()
+
+
+def report_timing(result: PassResult) -> None:
+    if result.did_work:
+        stages = ", ".join(f"{stage} {seconds:.2f}s" for stage, seconds in result.seconds.items())
+        click.echo(f"pass: {sum(result.seconds.values()):.2f}s ({stages})")
 
 
 def _pools(specs: list[Spec]) -> set[str]:
