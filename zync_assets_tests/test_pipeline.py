@@ -195,3 +195,30 @@ def produce_pairs(stack: Stack, ids: range) -> None:
         )
         ensure_topic(stack.kafka, topic)
         send(stack.kafka, topic, messages)
+
+
+def test_the_pipeline_runs_as_a_stack_service_and_stops_after_its_commit(
+    stack: Stack, lake: Path
+) -> None:
+    from zync_assets.settings import kafka_settings, registry_settings
+    from zync_assets.stack.pipeline import launch_pipeline, pipeline_service
+    from zync_assets.stack.services import stack_status
+
+    reset(stack.kafka)
+    kafka, registry = kafka_settings(), registry_settings()
+    wait = launch_pipeline(stack.home, [INVOICES], kafka.bootstrap_servers, registry.url, ["Raw"])
+    running = wait()
+    try:
+        statuses = {s.name: s for s in stack_status(stack.home)}
+        assert statuses["pipeline"].running is not None
+        assert "zync run --follow" in statuses["pipeline"].line()
+        produce_batch(1, stack.kafka, Registry(stack.registry_settings))
+        deadline = time.monotonic() + 120
+        while sink_table(stack) != TABLES[1]:
+            assert time.monotonic() < deadline, running.log.read_text()[-2000:]
+            time.sleep(0.5)
+    finally:
+        assert pipeline_service(stack.home).stop()
+    log = running.log.read_text()
+    assert "stopping after the current commit" in log, log[-2000:]
+    assert pipeline_service(stack.home).running() is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import click
 
@@ -43,6 +44,9 @@ def stack() -> None:
               help="Warehouse PostgreSQL port (the JDBC sink's target).")  # fmt: skip
 @click.option("--connect-port", default=CdcPorts.connect, show_default=True,
               help="Kafka Connect REST port.")  # fmt: skip
+@click.option("--follow", "follow", multiple=True, type=click.Path(dir_okay=False, exists=True),
+              help="Also run `zync run SPEC --follow` as a service: the continuous pipeline "
+              "of this spec (repeatable).")  # fmt: skip
 def up(
     kafka_port: int,
     controller_port: int | None,
@@ -54,14 +58,16 @@ def up(
     source_db_port: int,
     warehouse_db_port: int,
     connect_port: int,
+    follow: tuple[str, ...],
 ) -> None:
-    """Start Kafka and the registry on 127.0.0.1 (and the CDC services, and Dagster) and
-    wait until they answer."""
+    """Start Kafka and the registry on 127.0.0.1 (and the CDC services, Dagster, the
+    continuous pipeline) and wait until they answer."""
     started = time.monotonic()
     ports = StackPorts(kafka_port, registry_port, controller_port, management_port)
     cdc = CdcPorts(source_db_port, warehouse_db_port, connect_port) if with_cdc else None
     dagster = dagster_port if with_dagster else None
-    for status in stack_up(ports, dagster_port=dagster, cdc=cdc):
+    specs = [Path(path) for path in follow]
+    for status in stack_up(ports, dagster_port=dagster, cdc=cdc, follow=specs):
         click.echo(status.line())
     click.echo(f"stack is up ({time.monotonic() - started:.1f}s)")
 

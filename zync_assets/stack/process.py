@@ -51,9 +51,20 @@ def _alive(pid: int) -> bool:
 class Service:
     """One named process: its command, its log, its PID file, its readiness probe."""
 
-    def __init__(self, name: str, run_dir: Path, stop_signal: int = signal.SIGTERM) -> None:
+    def __init__(
+        self,
+        name: str,
+        run_dir: Path,
+        stop_signal: int = signal.SIGTERM,
+        stop_group: bool = True,
+        stop_timeout: float = 20.0,
+    ) -> None:
         self.name = name
         self.stop_signal = stop_signal  # PostgreSQL shuts down fast on SIGINT, slowly on TERM
+        # False: the signal goes to the leader alone, which stops its children itself
+        # (`zync run` finishes its commit first; its Spark JVM must outlive the signal).
+        self.stop_group = stop_group
+        self.stop_timeout = stop_timeout  # then SIGKILL
         self.pid_file = run_dir / f"{name}.json"
         self.log = run_dir.parent / "logs" / f"{name}.log"
 
@@ -120,13 +131,17 @@ class Service:
             f"see its log: {self.log}"
         )
 
-    def stop(self, timeout: float = 20.0) -> bool:
+    def stop(self, timeout: float | None = None) -> bool:
         """Stop the process group; True if something was running."""
         running = self.running()
         if running is None:
             return False
-        _signal_group(running.pid, self.stop_signal)
-        deadline = time.monotonic() + timeout
+        if self.stop_group:
+            _signal_group(running.pid, self.stop_signal)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(running.pid, self.stop_signal)
+        deadline = time.monotonic() + (self.stop_timeout if timeout is None else timeout)
         while _alive(running.pid) and time.monotonic() < deadline:
             time.sleep(0.2)
         if _alive(running.pid):

@@ -15,9 +15,11 @@ from pathlib import Path
 from zync_assets.errors import ZyncError
 from zync_assets.locations import INSTALL_HINT, jars_dir, state_dir
 from zync_assets.settings import KafkaSettings
+from zync_assets.spec import load_spec
 from zync_assets.stack import connect, postgres
 from zync_assets.stack.dagster import dagster_service, dagster_url, launch_dagster
 from zync_assets.stack.java import find_java
+from zync_assets.stack.pipeline import launch_pipeline, pipeline_service
 from zync_assets.stack.process import Running, Service, console_log4j2
 
 KAFKA_START_TIMEOUT_S = 90.0
@@ -214,6 +216,7 @@ class ServiceStatus:
             "registry": registry_url(self.running.port),
             "dagster": dagster_url(self.running.port),
             "connect": connect.connect_url(self.running.port),
+            "pipeline": "zync run --follow",
         }.get(self.name, f"127.0.0.1:{self.running.port}")
         return (
             f"{self.name:12} running  pid {self.running.pid:<7} {address}  log {self.running.log}"
@@ -225,6 +228,7 @@ def stack_up(
     home: Path | None = None,
     dagster_port: int | None = None,
     cdc: CdcPorts | None = None,
+    follow: list[Path] | None = None,
 ) -> list[ServiceStatus]:
     """Start Kafka and the registry side by side (with the CDC services, if given their
     ports; then Dagster, if given a port) and wait for them; all or nothing. A service
@@ -239,10 +243,22 @@ def stack_up(
             kafka, registry = f"127.0.0.1:{ports.kafka}", registry_url(ports.registry)
             wait = launch_dagster(home, dagster_port, kafka, registry)
             statuses.append(ServiceStatus("dagster", wait()))
+        if follow:  # after Dagster: the pipeline reports its commits there
+            kafka, registry = f"127.0.0.1:{ports.kafka}", registry_url(ports.registry)
+            wait = launch_pipeline(home, follow, kafka, registry, _pools_of(follow))
+            statuses.append(ServiceStatus("pipeline", wait()))
         return statuses
     except ZyncError:
         stack_down(home)
         raise
+
+
+def _pools_of(specs: list[Path]) -> list[str]:
+    loaded = [load_spec(path) for path in specs]
+    pools = sorted({r.pool for spec in loaded for r in spec.inputs})
+    if not pools:
+        raise ZyncError("--follow: the specs have no inputs")
+    return pools
 
 
 def cdc_up(home: Path, cdc: CdcPorts, kafka_bootstrap: str) -> list[ServiceStatus]:
@@ -264,7 +280,7 @@ def _cdc_services(home: Path) -> list[Service]:
 def _all_services(home: Path) -> list[Service]:
     """In the order they stop: each before what it uses."""
     cdc = _cdc_services(home)
-    return [dagster_service(home), cdc[-1], *cdc[:-1], *_services(home)]
+    return [pipeline_service(home), dagster_service(home), cdc[-1], *cdc[:-1], *_services(home)]
 
 
 def stack_down(home: Path | None = None) -> list[str]:
@@ -278,7 +294,8 @@ def stack_down(home: Path | None = None) -> list[str]:
 
 def stack_status(home: Path | None = None) -> list[ServiceStatus]:
     """Every service, in the order they start: Kafka, the registry, the CDC services,
-    Dagster."""
+    Dagster, the pipeline."""
     home = home or state_dir()
     services = [*_services(home), *_cdc_services(home), dagster_service(home)]
+    services.append(pipeline_service(home))
     return [ServiceStatus(s.name, s.running()) for s in services]
