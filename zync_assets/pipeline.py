@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 
 from zync_assets.codec.formats import WireFormat
 from zync_assets.errors import ConcurrentWriter
+from zync_assets.etl.compile import CompiledRule, compile_rules
 from zync_assets.etl.expiry import parse_expiry
 from zync_assets.etl.run import EtlResult, run_etl
 from zync_assets.etl.state import read_state
@@ -94,6 +95,7 @@ class Pipeline:
     _etl_pending_since: dict[str, float] = field(default_factory=dict)
     _sync_saw: dict[str, int | None] = field(default_factory=dict)
     _sent: dict[str, int] = field(default_factory=dict)  # topic -> next staging offset to send
+    _compiled: dict[str, list[CompiledRule]] = field(default_factory=dict)
 
     def _settings_for(self, rows: int | None) -> AbstractContextManager[None]:
         """small_work's Spark settings for a stage with at most SMALL_PASS_ROWS rows to do
@@ -139,8 +141,13 @@ class Pipeline:
         if seen == self._etl_saw.get(spec.name) and not self._expiry_due(spec):
             return
         try:
+            if spec.name not in self._compiled:  # checked once, against Spark
+                self._compiled[spec.name] = compile_rules(self.spark, spec)
             with self._settings_for(etl_backlog(spec)):
-                results = run_etl(self.spark, spec, now=dt.datetime.now(dt.UTC))
+                results = run_etl(
+                    self.spark, spec, now=dt.datetime.now(dt.UTC),
+                    compiled=self._compiled[spec.name],
+                )  # fmt: skip
         except ConcurrentWriter as exc:
             result.conflicts += 1
             reporter.conflicted("etl", str(exc))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -28,21 +29,18 @@ if TYPE_CHECKING:
 
 
 class PrintedReport:
-    """Prints each commit; with `quiet`, only conflicts (the Dagster reporter adds its own)."""
-
-    def __init__(self, quiet: bool = False) -> None:
-        self.quiet = quiet
+    """Prints each commit (a pass that found nothing prints nothing)."""
 
     def ingested(self, result: IngestResult) -> None:
-        if result.run is not None and not self.quiet:
+        if result.run is not None:
             click.echo(describe(result))
 
     def transformed(self, spec: Spec, result: EtlResult) -> None:
-        if result.run is not None and not self.quiet:
+        if result.run is not None:
             click.echo(describe_etl(result))
 
     def synced(self, spec: Spec, route: Route, result: SyncResult) -> None:
-        if result.sent and not self.quiet:
+        if result.sent:
             click.echo(describe_sync(result))
 
     def conflicted(self, stage: str, message: str) -> None:
@@ -79,12 +77,13 @@ def run(
     if not any(spec.inputs for spec in loaded):
         raise ZyncError("nothing to run: the specs have no inputs")
     pause, idle = parse_duration(interval), parse_duration(exit_after) if exit_after else None
+    home = _dagster_home(to_dagster)  # before paying for Spark's start
     from zync_assets.spark import spark_session
 
     started = time.monotonic()
     spark = spark_session(long_lived=keep_going)
     click.echo(f"spark ready ({time.monotonic() - started:.1f}s)", err=True)
-    reporter = _reporter(spark, to_dagster)
+    reporter = _reporter(spark, home)
     pipeline = Pipeline(
         spark, loaded, kafka_settings(), Registry(registry_settings()), max_records=max_records
     )
@@ -121,15 +120,20 @@ def _pools(specs: list[Spec]) -> set[str]:
     return {r.pool for spec in specs for r in spec.inputs + spec.outputs}
 
 
-def _reporter(spark: SparkSession, to_dagster: bool | None) -> PipelineReporter:
-    printed = PrintedReport()
+def _dagster_home(to_dagster: bool | None) -> Path | None:
+    """The instance to report to: None with --no-dagster, or when there is none."""
     home = instance_home(state_dir()) if to_dagster is not False else None
+    if home is None and to_dagster:
+        raise ZyncError(
+            "--dagster: no Dagster instance (set DAGSTER_HOME, or start the stack with "
+            "`zync stack up --dagster`)"
+        )
+    return home
+
+
+def _reporter(spark: SparkSession, home: Path | None) -> PipelineReporter:
+    printed = PrintedReport()
     if home is None:
-        if to_dagster:
-            raise ZyncError(
-                "--dagster: no Dagster instance (set DAGSTER_HOME, or start the stack with "
-                "`zync stack up --dagster`)"
-            )
         return printed
     from zync_assets.orchestration.report import DagsterReport
 

@@ -80,10 +80,15 @@ def staging_pools(spec: Spec) -> dict[str, list[str]]:
 
 
 def run_etl(
-    spark: SparkSession, spec: Spec, now: dt.datetime | None = None, pool: str | None = None
+    spark: SparkSession,
+    spec: Spec,
+    now: dt.datetime | None = None,
+    pool: str | None = None,
+    compiled: list[CompiledRule] | None = None,
 ) -> list[EtlResult]:
-    """One pass per staging pool of the spec (or only `pool`)."""
-    compiled = compile_rules(spark, spec)
+    """One pass per staging pool of the spec (or only `pool`); `compiled`: the spec's rules
+    as compile_rules made them (a long-lived caller keeps them; default: compiled here)."""
+    compiled = compiled if compiled is not None else compile_rules(spark, spec)
     now = now or dt.datetime.now(dt.UTC)
     results = []
     for name, topics in staging_pools(spec).items():

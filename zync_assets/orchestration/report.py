@@ -26,6 +26,7 @@ from zync_assets.ingest.ingest import IngestResult
 from zync_assets.orchestration.raw import raw_pool_materialization
 from zync_assets.orchestration.staging import etl_materializations
 from zync_assets.orchestration.tokafka import output_topic_materialization
+from zync_assets.pipeline import PipelineReporter
 from zync_assets.spec import Route, Spec
 from zync_assets.tokafka.sync import SyncResult
 
@@ -56,7 +57,7 @@ def runless_events(results: Iterable[MaterializeResult | AssetCheckResult]) -> l
 class DagsterReport:
     """A PipelineReporter that records commits in a Dagster instance (and passes them on)."""
 
-    def __init__(self, home: Path, session: SparkSession, then) -> None:
+    def __init__(self, home: Path, session: SparkSession, then: PipelineReporter) -> None:
         self.instance = DagsterInstance.from_config(str(home))
         self.session = session
         self.then = then  # the terminal's reporter
