@@ -79,6 +79,17 @@ KEY = {"type": "record", "name": "Key", "namespace": "bench.public.orders",
 DISTINCT_PAYLOADS = 2000  # encoded once, cycled: the benchmark measures ingest, not fastavro
 
 
+BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
+
+
+def publish(name: str, table: str, figures: dict[str, object]) -> None:
+    """Append the benchmark's table to docs/BENCHMARKS.md, show it, write its figures."""
+    with BENCHMARKS_MD.open("a") as out:
+        out.write(table)
+    print(table)
+    write_results(name, figures)
+
+
 def write_results(name: str, figures: dict[str, object]) -> Path:
     """`bench/results/<name>.json`: the benchmark's figures by name, the machine, the date."""
     folder = Path(__file__).resolve().parent / "results"

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import machine, write_results
+from bench.common import machine, publish
 from zync_assets.demo.chain import Chain
 from zync_assets.demo.workload import Workload
 from zync_assets.stack.services import (
@@ -37,7 +37,6 @@ from zync_assets.stack.services import (
     stack_up,
 )
 
-RESULTS = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
 FORMATS = ("avro", "json")
 
 
@@ -139,10 +138,7 @@ invoice; ADD, ADD and DROP COLUMN mid-stream), default configuration (`dagster d
 |---|---:|---:|---:|---:|
 {rows}
 """
-    with RESULTS.open("a") as out:
-        out.write(text)
-    print(text)
-    write_results("debezium", figures)
+    publish("debezium", text, figures)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import _tree_rss_mib, bench_stack, machine, write_results
+from bench.common import _tree_rss_mib, bench_stack, machine, publish
 from zync_assets.demo.invoices import produce_batch, reset, schema
 from zync_assets.kafka.clients import ensure_topic, producer
 from zync_assets.kafka.produce import Line, encode_lines
@@ -37,7 +37,6 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings
 
 SPEC = Path(__file__).resolve().parent.parent / "etl_specs" / "invoices.yaml"
-RESULTS = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
 ZYNC = str(Path(sys.executable).parent / "zync")
 DEMO_OUTPUTS = (2, 3, 5, 8)  # records in NewInvoices after each demo batch
 
@@ -265,10 +264,7 @@ Default configuration; produce → visible in NewInvoices with read_committed. S
 {row(f"highest end-to-end rate, {figures.get('continuous.max_events')} events at once (events/s)", "continuous.max_events_per_s")}
 {row("ETL time of a pass over ≤ 10,000 events, median (s)", "etl_small_pass_s")}
 """
-    with RESULTS.open("a") as out:
-        out.write(text)
-    print(text)
-    write_results("latency", figures)
+    publish("latency", text, figures)
 
 
 if __name__ == "__main__":

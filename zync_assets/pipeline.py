@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Protocol
+from functools import partial
+from typing import Protocol, TypeVar
 
 from pyspark.sql import SparkSession
 
@@ -38,6 +39,8 @@ from zync_assets.spark import small_work
 from zync_assets.spec import Route, Spec, all_raw_pools
 from zync_assets.status import etl_backlog
 from zync_assets.tokafka.sync import SyncResult, sync_topic
+
+T = TypeVar("T")
 
 # An ETL or to-kafka stage with at most this many rows to do runs with small_work's
 # Spark settings (interpreted, not compiled); a bigger one with the session's own.
@@ -124,14 +127,11 @@ class Pipeline:
         for spec in self.specs:
             formats |= spec.formats()
         for pool, topics in all_raw_pools(self.specs).items():
-            try:
-                done = ingest(
-                    self.spark, pool, topics, self.kafka, self.registry, shaper=self.shaper,
-                    max_records=self.max_records, missing_ok=True, formats=formats,
-                )  # fmt: skip
-            except ConcurrentWriter as exc:
-                result.conflicts += 1
-                reporter.conflicted("ingest", str(exc))
+            done = _unless_raced("ingest", reporter, result, partial(
+                ingest, self.spark, pool, topics, self.kafka, self.registry, shaper=self.shaper,
+                max_records=self.max_records, missing_ok=True, formats=formats,
+            ))  # fmt: skip
+            if done is None:
                 continue
             result.ingested.append(done)
             reporter.ingested(done)
@@ -140,17 +140,13 @@ class Pipeline:
         seen = tuple(pool_version(pool_path(p)) for p in spec.raw_pools())
         if seen == self._etl_saw.get(spec.name) and not self._expiry_due(spec):
             return
-        try:
-            if spec.name not in self._compiled:  # checked once, against Spark
-                self._compiled[spec.name] = compile_rules(self.spark, spec)
-            with self._settings_for(etl_backlog(spec)):
-                results = run_etl(
-                    self.spark, spec, now=dt.datetime.now(dt.UTC),
-                    compiled=self._compiled[spec.name],
-                )  # fmt: skip
-        except ConcurrentWriter as exc:
-            result.conflicts += 1
-            reporter.conflicted("etl", str(exc))
+        if spec.name not in self._compiled:  # checked once, against Spark
+            self._compiled[spec.name] = compile_rules(self.spark, spec)
+        with self._settings_for(etl_backlog(spec)):
+            results = _unless_raced("etl", reporter, result, lambda: run_etl(
+                self.spark, spec, now=dt.datetime.now(dt.UTC), compiled=self._compiled[spec.name],
+            ))  # fmt: skip
+        if results is None:
             return
         self._etl_saw[spec.name] = seen
         if any(r.pending for r in results):
@@ -181,17 +177,27 @@ class Pipeline:
             return  # no staging yet, or nothing committed since the last sync
         staged = read_state(pool_path(route.pool), spec.name).next_offsets.get(route.topic, 0)
         sent = self._sent.get(route.topic)
-        try:
-            with self._settings_for(staged - sent if sent is not None else None):
-                done = sync_topic(
-                    self.spark, route.pool, route.topic, self.kafka, self.registry,
-                    wire_format=route.format.value,
-                )  # fmt: skip
-        except ConcurrentWriter as exc:
-            result.conflicts += 1
-            reporter.conflicted("to-kafka", str(exc))
+        with self._settings_for(staged - sent if sent is not None else None):
+            done = _unless_raced("to-kafka", reporter, result, lambda: sync_topic(
+                self.spark, route.pool, route.topic, self.kafka, self.registry,
+                wire_format=route.format.value,
+            ))  # fmt: skip
+        if done is None:
             return
         self._sync_saw[route.topic] = version
         self._sent[route.topic] = done.next_offset
         result.synced.append(done)
         reporter.synced(spec, route, done)
+
+
+def _unless_raced(
+    stage: str, reporter: PipelineReporter, result: PassResult, call: Callable[[], T]
+) -> T | None:
+    """`call()`'s result, or None when another writer committed first (reported; the next
+    pass continues from the new state)."""
+    try:
+        return call()
+    except ConcurrentWriter as exc:
+        result.conflicts += 1
+        reporter.conflicted(stage, str(exc))
+        return None

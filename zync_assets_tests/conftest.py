@@ -255,6 +255,20 @@ def read_topic(stack: Stack, topic: str, decode: bool = True) -> list[Received]:
     return received
 
 
+_ALICE, _BOB = ("Alice", "taco"), ("Bob", "burrito")
+_CHARLIE, _DAN = ("Charlie", "enchilada"), ("Dan", "beans")
+# zync's result after each batch of the invoice demo: ID -> (customer, item, status), as an
+# upserting sink holds it.
+DEMO_TABLES = {
+    1: {100: (*_ALICE, "pending"), 101: (*_BOB, "pending")},
+    2: {100: (*_ALICE, "pending"), 101: (*_BOB, "pending"), 102: (*_CHARLIE, "pending")},
+    3: {100: (*_ALICE, "closed"), 101: (*_BOB, "pending"), 102: (*_CHARLIE, "pending"),
+        103: (*_DAN, "pending")},
+    4: {100: (*_ALICE, "closed"), 101: (*_BOB, "paid"), 102: (*_CHARLIE, "paid"),
+        103: (*_DAN, "collections")},
+}  # fmt: skip
+
+
 def rebuild_table(records: list[Received], key_field: str) -> dict[object, dict]:
     """What a JDBC sink in upsert mode makes of the records (see `upsert_by_key`)."""
     from zync_assets.demo.sink import upsert_by_key

@@ -17,7 +17,13 @@ from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import dead_letter_path, pool_path
 from zync_assets.spec import load_spec
-from zync_assets_tests.conftest import Stack, produce_json, read_topic, rebuild_table
+from zync_assets_tests.conftest import (
+    DEMO_TABLES,
+    Stack,
+    produce_json,
+    read_topic,
+    rebuild_table,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -118,16 +124,6 @@ def test_invoice_demo_gives_zyncs_exact_results_and_reaches_a_sink_through_to_ka
             (7, 101, None, None, "paid")],
     }  # fmt: skip
     done_per_run = {1: 4, 2: 2, 3: 3, 4: 3}
-    alice, bob = ("Alice", "taco"), ("Bob", "burrito")
-    charlie, dan = ("Charlie", "enchilada"), ("Dan", "beans")
-    tables = {
-        1: {100: (*alice, "pending"), 101: (*bob, "pending")},
-        2: {100: (*alice, "pending"), 101: (*bob, "pending"), 102: (*charlie, "pending")},
-        3: {100: (*alice, "closed"), 101: (*bob, "pending"), 102: (*charlie, "pending"),
-            103: (*dan, "pending")},
-        4: {100: (*alice, "closed"), 101: (*bob, "paid"), 102: (*charlie, "paid"),
-            103: (*dan, "collections")},
-    }  # fmt: skip
     sent = 0
     for batch in range(1, 5):
         produce_batch(batch, stack.kafka, registry)
@@ -153,7 +149,7 @@ def test_invoice_demo_gives_zyncs_exact_results_and_reaches_a_sink_through_to_ka
         table = rebuild_table(read_topic(stack, "NewInvoices"), "ID")
         assert {
             k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()
-        } == tables[batch]
+        } == DEMO_TABLES[batch]
     assert result.pending == 0 and sent == 8
     done = spark.read.format("delta").load(pool_path("Staging")).where("kind = 'done'")
     assert done.count() == 12

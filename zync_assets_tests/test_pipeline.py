@@ -17,21 +17,11 @@ import pytest
 
 from zync_assets.demo.invoices import batch_lines, produce_batch, reset
 from zync_assets.kafka.registry import Registry
-from zync_assets_tests.conftest import ZYNC, Stack, read_topic, rebuild_table
+from zync_assets_tests.conftest import DEMO_TABLES, ZYNC, Stack, read_topic, rebuild_table
 
 pytestmark = pytest.mark.integration
 
 INVOICES = Path(__file__).parent.parent / "etl_specs" / "invoices.yaml"
-ALICE, BOB = ("Alice", "taco"), ("Bob", "burrito")
-CHARLIE, DAN = ("Charlie", "enchilada"), ("Dan", "beans")
-TABLES = {  # zync's result after each demo batch, as an upserting sink holds it
-    1: {100: (*ALICE, "pending"), 101: (*BOB, "pending")},
-    2: {100: (*ALICE, "pending"), 101: (*BOB, "pending"), 102: (*CHARLIE, "pending")},
-    3: {100: (*ALICE, "closed"), 101: (*BOB, "pending"), 102: (*CHARLIE, "pending"),
-        103: (*DAN, "pending")},
-    4: {100: (*ALICE, "closed"), 101: (*BOB, "paid"), 102: (*CHARLIE, "paid"),
-        103: (*DAN, "collections")},
-}  # fmt: skip
 
 
 def sink_table(stack: Stack) -> dict:
@@ -87,7 +77,7 @@ def test_a_following_pipeline_carries_each_batch_to_the_topic_and_reports_to_dag
     try:
         for batch in range(1, 5):
             produce_batch(batch, stack.kafka, registry)
-            wait_for(f"batch {batch} in NewInvoices", lambda b=batch: sink_table(stack) == TABLES[b],
+            wait_for(f"batch {batch} in NewInvoices", lambda b=batch: sink_table(stack) == DEMO_TABLES[b],
                      proc, timeout=120)  # fmt: skip
         feeder = pipeline_feeding("Raw")
         assert feeder is not None and feeder.pid == proc.pid
@@ -214,7 +204,7 @@ def test_the_pipeline_runs_as_a_stack_service_and_stops_after_its_commit(
         assert "zync run --follow" in statuses["pipeline"].line()
         produce_batch(1, stack.kafka, Registry(stack.registry_settings))
         deadline = time.monotonic() + 120
-        while sink_table(stack) != TABLES[1]:
+        while sink_table(stack) != DEMO_TABLES[1]:
             assert time.monotonic() < deadline, running.log.read_text()[-2000:]
             time.sleep(0.5)
     finally:
