@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from zync_assets.etl.run import EtlResult, above_cursors
+from zync_assets.etl.bounds import above_cursors
+from zync_assets.etl.run import EtlResult
 from zync_assets.pools import pool_path
 
 

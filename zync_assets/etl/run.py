@@ -16,11 +16,12 @@ import uuid
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.delta_writes import append_once
 from zync_assets.etl import classify as cl
+from zync_assets.etl.bounds import above_cursors, below_ends
 from zync_assets.etl.compile import (
     CompiledRule,
     compile_rules,
@@ -104,26 +105,6 @@ def _input_topics(rules: list[CompiledRule]) -> list[str]:
     return list(dict.fromkeys(t for r in rules for t in r.topics))
 
 
-def above_cursors(cursors: Offsets, topics: list[str], prefix: str = "kafka") -> Column:
-    """Rows of `topics` at or above the per-partition cursors (a plain `offset >= min`
-    conjunct per topic lets Delta skip whole files by their statistics)."""
-    condition = F.lit(False)
-    for topic in topics:
-        parts = cursors.get(topic, {})
-        floor = F.lit(0)
-        for partition, cursor in parts.items():
-            floor = F.when(F.col(f"{prefix}.partition") == partition, F.lit(cursor)).otherwise(
-                floor
-            )
-        lowest = min(parts.values(), default=0)
-        condition = condition | (
-            (F.col(f"{prefix}.topic") == topic)
-            & (F.col(f"{prefix}.offset") >= lowest)
-            & (F.col(f"{prefix}.offset") >= floor)
-        )
-    return condition
-
-
 def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule]) -> _Snapshot:
     state = read_state(pool_path(pool), spec.name)
     topics = _input_topics(rules)
@@ -135,12 +116,18 @@ def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRul
         progress = read_progress(pool_path(raw_pool))
         if progress.version is None:
             continue  # nothing ingested yet
-        raw_end.update({t: progress.offsets[t] for t in mine if t in progress.offsets})
+        ends = {t: progress.offsets[t] for t in mine if t in progress.offsets}
+        raw_end.update(ends)
+        # The newest version, cut at the progress read above: the same rows as that
+        # commit's version (ingest only appends), without time travel's fresh snapshot.
         frames.append(
             spark.read.format("delta")
-            .option("versionAsOf", progress.version)
             .load(pool_path(raw_pool))
-            .where(F.col("dead_letter").isNull() & above_cursors(state.cursors, mine))
+            .where(
+                F.col("dead_letter").isNull()
+                & above_cursors(state.cursors, mine)
+                & below_ends(ends)
+            )
             .select("kafka", "key", "value")
         )
     if not frames:
