@@ -80,8 +80,11 @@ def test_status_reports_the_running_stack(stack: Stack) -> None:
     assert lines[0].startswith("kafka") and "running" in lines[0]
     assert lines[1].startswith("registry") and stack.registry_settings.url in lines[1]
     names = [line.split()[0] for line in lines]
-    assert names == ["kafka", "registry", "pg-source", "pg-warehouse", "connect", "dagster"]
-    assert "stopped" in lines[-1]  # only with --dagster
+    assert names == [
+        "kafka", "registry", "pg-source", "pg-warehouse", "connect", "dagster", "pipeline"
+    ]  # fmt: skip
+    assert "stopped" in lines[-2]  # only with --dagster
+    assert "stopped" in lines[-1]  # only with --follow
 
 
 def test_status_lists_the_cdc_services_with_their_addresses(
