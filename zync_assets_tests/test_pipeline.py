@@ -33,17 +33,6 @@ def sink_table(stack: Stack) -> dict:
     return {k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()}
 
 
-def wait_for(what: str, ready: Callable[[], bool], proc: subprocess.Popen, timeout: float) -> float:
-    started = time.monotonic()
-    while not ready():
-        if proc.poll() is not None:
-            raise AssertionError(f"zync run exited ({proc.returncode}) before {what}")
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"no {what} within {timeout:.0f}s")
-        time.sleep(0.3)
-    return time.monotonic() - started
-
-
 def start_pipeline(env: dict[str, str], *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [ZYNC, "run", str(INVOICES), "--follow", "--interval", "0.2s", *extra],
@@ -60,39 +49,47 @@ def dagster_home(tmp_path: Path) -> Path:
     return home
 
 
-def test_a_following_pipeline_carries_each_batch_to_the_topic_and_reports_to_dagster(
-    stack: Stack, lake: Path, dagster_home: Path
+def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cleanly(
+    stack: Stack, lake: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`zync run --follow` as the stack runs it (`zync stack up --follow`)."""
     from dagster import AssetKey, DagsterInstance, build_sensor_context
 
     from zync_assets.definitions import build_definitions
     from zync_assets.lease import pipeline_feeding
     from zync_assets.orchestration.resources import KafkaResource
     from zync_assets.spec import load_spec
+    from zync_assets.stack.pipeline import launch_pipeline, pipeline_service
+    from zync_assets.stack.services import stack_status
 
     reset(stack.kafka)
     registry = Registry(stack.registry_settings)
-    env = stack.env(ZYNC_LAKE=str(lake), DAGSTER_HOME=str(dagster_home))
-    proc = start_pipeline(env)
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    running = launch_pipeline(
+        stack.home, [INVOICES], stack.kafka.bootstrap_servers, registry.settings.url, ["Raw"]
+    )()
     try:
+        line = {s.name: s.line() for s in stack_status(stack.home)}["pipeline"]
+        assert "running" in line and "zync run --follow" in line
         for batch in range(1, 5):
             produce_batch(batch, stack.kafka, registry)
-            wait_for(f"batch {batch} in NewInvoices", lambda b=batch: sink_table(stack) == DEMO_TABLES[b],
-                     proc, timeout=120)  # fmt: skip
+            wait_until(f"batch {batch} in NewInvoices", running.log,
+                       lambda b=batch: sink_table(stack) == DEMO_TABLES[b])  # fmt: skip
         feeder = pipeline_feeding("Raw")
-        assert feeder is not None and feeder.pid == proc.pid
+        assert feeder is not None and feeder.pid == running.pid
         instance = DagsterInstance.from_config(str(dagster_home))
         defs = build_definitions([load_spec(INVOICES)])
         context = build_sensor_context(
             instance=instance, resources={"kafka": KafkaResource()}, definitions=defs
         )
         tick = defs.get_sensor_def("raw_Raw_kafka_sensor").evaluate_tick(context)
-        assert not tick.run_requests and f"pid {proc.pid}" in tick.skip_message, tick
+        assert not tick.run_requests and f"pid {running.pid}" in tick.skip_message, tick
     finally:
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
+        assert pipeline_service(stack.home).stop()
+    log = running.log.read_text()
+    assert "stopping after the current commit" in log, log[-2000:]
     assert pipeline_feeding("Raw") is None  # the lease went with it
+    assert pipeline_service(stack.home).running() is None
 
     latest = {
         name: instance.get_latest_materialization_event(AssetKey(name.split("/")))
@@ -111,7 +108,15 @@ def test_a_following_pipeline_carries_each_batch_to_the_topic_and_reports_to_dag
     )
     outcomes = {key.name: record.status.value for key, record in checks.items()}
     assert outcomes and set(outcomes.values()) == {"SUCCEEDED"}, outcomes
-    assert "stopping after the current commit" in err
+
+
+def wait_until(what: str, log: Path, ready: Callable[[], bool], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, (
+            f"no {what} in {timeout:.0f}s: {log.read_text()[-2000:]}"
+        )
+        time.sleep(0.3)
 
 
 @pytest.mark.slow
@@ -123,12 +128,12 @@ def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
     rng = random.Random(17)
     pairs = 0
     second = start_pipeline(env, "--no-dagster")
-    for _round in range(4):  # the first pipeline killed at a random point of its work
+    for _round in range(3):  # the first pipeline killed at a random point of its work
         first = start_pipeline(env, "--no-dagster")
         for _ in range(3):
             produce_pairs(stack, range(10_000 + pairs, 10_000 + pairs + 40))
             pairs += 40
-            time.sleep(rng.uniform(2, 8))
+            time.sleep(rng.uniform(2, 6))
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
     second.send_signal(signal.SIGTERM)
@@ -185,30 +190,3 @@ def produce_pairs(stack: Stack, ids: range) -> None:
         )
         ensure_topic(stack.kafka, topic)
         send(stack.kafka, topic, messages)
-
-
-def test_the_pipeline_runs_as_a_stack_service_and_stops_after_its_commit(
-    stack: Stack, lake: Path
-) -> None:
-    from zync_assets.settings import kafka_settings, registry_settings
-    from zync_assets.stack.pipeline import launch_pipeline, pipeline_service
-    from zync_assets.stack.services import stack_status
-
-    reset(stack.kafka)
-    kafka, registry = kafka_settings(), registry_settings()
-    wait = launch_pipeline(stack.home, [INVOICES], kafka.bootstrap_servers, registry.url, ["Raw"])
-    running = wait()
-    try:
-        statuses = {s.name: s for s in stack_status(stack.home)}
-        assert statuses["pipeline"].running is not None
-        assert "zync run --follow" in statuses["pipeline"].line()
-        produce_batch(1, stack.kafka, Registry(stack.registry_settings))
-        deadline = time.monotonic() + 120
-        while sink_table(stack) != DEMO_TABLES[1]:
-            assert time.monotonic() < deadline, running.log.read_text()[-2000:]
-            time.sleep(0.5)
-    finally:
-        assert pipeline_service(stack.home).stop()
-    log = running.log.read_text()
-    assert "stopping after the current commit" in log, log[-2000:]
-    assert pipeline_service(stack.home).running() is None
