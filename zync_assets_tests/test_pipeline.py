@@ -190,3 +190,19 @@ def produce_pairs(stack: Stack, ids: range) -> None:
         )
         ensure_topic(stack.kafka, topic)
         send(stack.kafka, topic, messages)
+
+
+def test_bad_invocations_fail_in_one_line_before_spark_starts(tmp_path: Path) -> None:
+    from zync_assets_tests.conftest import run_zync
+
+    env = {**os.environ, "ZYNC_HOME": str(tmp_path / "home"), "DAGSTER_HOME": ""}
+    no_dagster = run_zync("run", str(INVOICES), "--dagster", env=env, timeout=60)
+    assert no_dagster.returncode == 1
+    assert no_dagster.stderr.strip().splitlines() == [
+        "zync: error: --dagster: no Dagster instance (set DAGSTER_HOME, or start the stack "
+        "with `zync stack up --dagster`)"
+    ]
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("outputs:\n  - {topic: Out, pool: Staging}\n")
+    done = run_zync("run", str(empty), env=env, timeout=60)
+    assert done.returncode == 1 and "zync: error:" in done.stderr, done.stderr
