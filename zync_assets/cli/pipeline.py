@@ -43,7 +43,7 @@ def _formats(topic: str | None, wire: WireFormat, specs: tuple[str, ...]) -> dic
     return formats
 
 
-def _shaper(option: str | None, specs: tuple[str, ...]) -> Shaper | None:
+def spec_shaper(option: str | None, specs: tuple[str, ...]) -> Shaper | None:
     if option:
         return Shaper.from_file(option)
     shapers = {str(s.shaper) for s in map(load_spec, specs) if s.shaper}
@@ -113,7 +113,7 @@ def from_kafka(
     --key-format say --topic's."""
     routes = _routes(topic, pool, specs)
     formats = _formats(topic, wire_format(value_format, key_format), specs)
-    the_shaper = _shaper(shaper, specs)
+    the_shaper = spec_shaper(shaper, specs)
     kafka, registry = kafka_settings(), Registry(registry_settings())
     from zync_assets.spark import spark_session
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from zync_assets.cli.pipeline import describe, describe_etl, graceful_stop
+from zync_assets.cli.pipeline import describe, describe_etl, spec_shaper, graceful_stop
 from zync_assets.cli.tokafka import describe as describe_sync
 from zync_assets.errors import ZyncError
 from zync_assets.etl.run import EtlResult
@@ -77,7 +77,8 @@ def run(
     if not any(spec.inputs for spec in loaded):
         raise ZyncError("nothing to run: the specs have no inputs")
     pause, idle = parse_duration(interval), parse_duration(exit_after) if exit_after else None
-    home = _dagster_home(to_dagster)  # before paying for Spark's start
+    shaper = spec_shaper(None, specs)
+    home = _dagster_home(to_dagster)  # both before paying for Spark's start
     from zync_assets.spark import spark_session
 
     started = time.monotonic()
@@ -85,7 +86,12 @@ def run(
     click.echo(f"spark ready ({time.monotonic() - started:.1f}s)", err=True)
     reporter = _reporter(spark, home)
     pipeline = Pipeline(
-        spark, loaded, kafka_settings(), Registry(registry_settings()), max_records=max_records
+        spark,
+        loaded,
+        kafka_settings(),
+        Registry(registry_settings()),
+        max_records=max_records,
+        shaper=shaper,
     )
     leases = PipelineLeases(_pools(loaded), [spec.name for spec in loaded])
     for pool, other in leases.others():
