@@ -17,6 +17,7 @@ from dagster import (
 )
 
 from zync_assets.errors import ZyncError
+from zync_assets.orchestration.maintenance import maintenance_job, maintenance_schedule
 from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets
 from zync_assets.orchestration.resources import (
     KafkaResource,
@@ -61,6 +62,8 @@ def build_definitions(specs: list[Spec]) -> Definitions:
     formats = {topic: wire for spec in specs for topic, wire in spec.formats().items()}
     interval = sensor_interval_seconds()
     topics = sorted({t for ts in pools.values() for t in ts})
+    staging = sorted({r.pool for spec in specs if spec.transforms for r in spec.outputs})
+    upkeep = maintenance_job([*pools, *staging])
     return Definitions(
         assets=[
             *topic_assets(topics, formats),
@@ -72,6 +75,8 @@ def build_definitions(specs: list[Spec]) -> Definitions:
             *(raw_pool_sensor(pool, ts, interval) for pool, ts in pools.items()),
             automation_sensor(interval),
         ],
+        jobs=[upkeep],
+        schedules=[maintenance_schedule(upkeep)],
         resources={
             "spark": SparkResource(),
             "kafka": KafkaResource(),

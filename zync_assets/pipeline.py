@@ -33,6 +33,7 @@ from zync_assets.etl.state import read_state
 from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
+from zync_assets.maintenance import Maintained, Maintenance
 from zync_assets.pools import pool_path, pool_version
 from zync_assets.settings import KafkaSettings
 from zync_assets.spark import small_work
@@ -61,8 +62,13 @@ class PipelineReporter(Protocol):
 
     def conflicted(self, stage: str, message: str) -> None: ...
 
+    def maintained(self, result: Maintained) -> None: ...
+
     def finished(self) -> None:
         """The pass is over: every stage that had work committed (or conflicted)."""
+
+    def close(self) -> None:
+        """The pipeline stops: write out anything still held."""
 
 
 @dataclass
@@ -93,6 +99,7 @@ class Pipeline:
     shaper: Shaper | None = None
     max_records: int | None = None
     clock: Callable[[], float] = time.monotonic
+    maintenance: Maintenance | None = None  # None: pools are left as committed
     # Delta versions each stage last saw of its input pools (None: not run yet).
     _etl_saw: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
     _etl_pending_since: dict[str, float] = field(default_factory=dict)
@@ -119,8 +126,24 @@ class Pipeline:
             for route in spec.outputs:
                 self._sync(spec, route, reporter, result)
         result.seconds["to-kafka"] = self.clock() - started
+        if self.maintenance is not None:
+            self._maintain(reporter, result)
+            result.seconds["maintenance"] = self.clock() - started - result.seconds["to-kafka"]
         reporter.finished()
         return result
+
+    def _maintain(self, reporter: PipelineReporter, result: PassResult) -> None:
+        """The upkeep due in the pools this pass committed to (see maintenance.py)."""
+        assert self.maintenance is not None
+        committed = [r.pool for r in result.ingested if r.run is not None]
+        committed += [r.pool for r in result.transformed if r.run is not None]
+        for pool in dict.fromkeys(committed):
+            done = _unless_raced(
+                "maintenance", reporter, result,
+                lambda p=pool: self.maintenance.run_due(pool_path(p)),  # type: ignore[union-attr]
+            )  # fmt: skip
+            if done is not None:
+                reporter.maintained(done)
 
     def _ingest(self, reporter: PipelineReporter, result: PassResult) -> None:
         formats: dict[str, WireFormat] = {}

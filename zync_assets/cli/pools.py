@@ -1,4 +1,4 @@
-"""`zync pool ls|drop` and `zync query`."""
+"""`zync pool ls|drop|maintain` and `zync query`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from zync_assets.pools import list_pools, pool_exists, pool_path
 
 @click.group()
 def pool() -> None:
-    """List or drop pools (Delta tables under $ZYNC_LAKE)."""
+    """List, maintain or drop pools (Delta tables under $ZYNC_LAKE)."""
 
 
 @pool.command("ls")
@@ -38,6 +38,24 @@ def pool_drop(name: str, yes: bool) -> None:
         click.confirm(f"Delete pool {name} ({path}) and all its data?", abort=True)
     shutil.rmtree(path)
     click.echo(f"dropped pool {name}")
+
+
+@pool.command("maintain")
+@click.argument("names", nargs=-1)
+def pool_maintain(names: tuple[str, ...]) -> None:
+    """Compact, carry writer states and vacuum pools NAMES (default: every pool).
+
+    Safe beside running writers. `zync run --follow` does this by itself every
+    --compact-every commits; see docs/operations.md#maintenance."""
+    from zync_assets.maintenance import maintain_pools
+    from zync_assets.spark import spark_session
+
+    paths = [pool_path(name) for name in names or list_pools()]
+    missing = [Path(p).name for p in paths if not pool_exists(p)]
+    if missing:
+        raise ZyncError(f"no such pool: {', '.join(missing)} (see `zync pool ls`)")
+    for done in maintain_pools(spark_session(), paths):
+        click.echo(f"{done.describe()} ({done.seconds:.1f}s)")
 
 
 @click.command()

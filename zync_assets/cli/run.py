@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from zync_assets.cli.pipeline import describe, describe_etl, spec_shaper, graceful_stop
+from zync_assets.cli.pipeline import describe, describe_etl, graceful_stop, spec_shaper
 from zync_assets.cli.tokafka import describe as describe_sync
 from zync_assets.errors import ZyncError
 from zync_assets.etl.run import EtlResult
@@ -17,6 +17,7 @@ from zync_assets.ingest.ingest import IngestResult
 from zync_assets.kafka.registry import Registry
 from zync_assets.lease import PipelineLeases
 from zync_assets.locations import state_dir
+from zync_assets.maintenance import Maintained, Maintenance, MaintenancePolicy
 from zync_assets.pipeline import PassResult, Pipeline, PipelineReporter
 from zync_assets.settings import kafka_settings, registry_settings
 from zync_assets.spec import Route, Spec, load_spec
@@ -46,7 +47,13 @@ class PrintedReport:
     def conflicted(self, stage: str, message: str) -> None:
         click.echo(f"zync: {stage}: {message}; continuing from the new state", err=True)
 
+    def maintained(self, result: Maintained) -> None:
+        click.echo(result.describe())
+
     def finished(self) -> None:
+        pass
+
+    def close(self) -> None:
         pass
 
 
@@ -58,6 +65,9 @@ class PrintedReport:
               help="With --follow: the wait after a pass that found nothing new.")  # fmt: skip
 @click.option("--exit-after", help="With --follow: stop once nothing new came for this long.")
 @click.option("--max-records", type=int, help="At most this many messages per ingest commit.")
+@click.option("--compact-every", default=MaintenancePolicy.compact_every, show_default=True,
+              help="Compact a pool (and carry its writers' states) after this many commits; "
+              "0: never (leave it to `zync pool maintain`).")  # fmt: skip
 @click.option("--dagster/--no-dagster", "to_dagster", default=None,
               help="Report each commit to the Dagster instance as a materialization "
               "[default: when $DAGSTER_HOME or the stack's instance exists].")  # fmt: skip
@@ -67,6 +77,7 @@ def run(
     interval: str,
     exit_after: str | None,
     max_records: int | None,
+    compact_every: int,
     to_dagster: bool | None,
 ) -> None:
     """Run SPECS' pipeline: ingest their topics, run their ETL, send their outputs to Kafka.
@@ -92,6 +103,11 @@ def run(
         Registry(registry_settings()),
         max_records=max_records,
         shaper=shaper,
+        maintenance=(
+            Maintenance(spark, MaintenancePolicy(compact_every=compact_every))
+            if compact_every > 0
+            else None
+        ),
     )
     leases = PipelineLeases(_pools(loaded), [spec.name for spec in loaded])
     for pool, other in leases.others():
@@ -113,6 +129,7 @@ def run(
                 stop_requested=lambda: stop[0],
             )
     finally:
+        reporter.close()
         leases.release()
 
 

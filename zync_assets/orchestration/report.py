@@ -9,7 +9,10 @@ the downstream assets already up to date and starts no run that would race the p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import queue
+import sys
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from dagster import (
@@ -23,6 +26,7 @@ from pyspark.sql import SparkSession
 
 from zync_assets.etl.run import EtlResult
 from zync_assets.ingest.ingest import IngestResult
+from zync_assets.maintenance import Maintained
 from zync_assets.orchestration.raw import raw_pool_materialization
 from zync_assets.orchestration.staging import etl_materializations
 from zync_assets.orchestration.tokafka import output_topic_materialization
@@ -55,33 +59,68 @@ def runless_events(results: Iterable[MaterializeResult | AssetCheckResult]) -> l
 
 
 class DagsterReport:
-    """A PipelineReporter that records commits in a Dagster instance (and passes them on)."""
+    """A PipelineReporter that records commits in a Dagster instance (and passes them on).
+
+    The materializations and checks of a pass are built and written by one worker
+    thread, so the checks' Spark jobs overlap the next pass instead of delaying it;
+    passes are written whole and in order. `close()` writes what is still queued."""
 
     def __init__(self, home: Path, session: SparkSession, then: PipelineReporter) -> None:
         self.instance = DagsterInstance.from_config(str(home))
         self.session = session
         self.then = then  # the terminal's reporter
-        self._pending: list[RunlessEvent] = []
+        self._pass: list[Callable[[], list[RunlessEvent]]] = []
+        self._passes: queue.Queue[list[Callable[[], list[RunlessEvent]]] | None] = queue.Queue()
+        self._worker = threading.Thread(
+            target=self._write_passes, name="dagster-report", daemon=True
+        )
+        self._worker.start()
 
     def ingested(self, result: IngestResult) -> None:
         self.then.ingested(result)
         if result.run is not None:
-            self._pending += runless_events([raw_pool_materialization(self.session, result)])
+            self._pass.append(
+                lambda: runless_events([raw_pool_materialization(self.session, result)])
+            )
 
     def transformed(self, spec: Spec, result: EtlResult) -> None:
         self.then.transformed(spec, result)
         if result.run is not None:
-            self._pending += runless_events(etl_materializations(self.session, spec, result))
+            self._pass.append(
+                lambda: runless_events(etl_materializations(self.session, spec, result))
+            )
 
     def synced(self, spec: Spec, route: Route, result: SyncResult) -> None:
         self.then.synced(spec, route, result)
         if result.sent:
-            self._pending += runless_events([output_topic_materialization(spec, result)])
+            self._pass.append(lambda: runless_events([output_topic_materialization(spec, result)]))
 
     def conflicted(self, stage: str, message: str) -> None:
         self.then.conflicted(stage, message)
 
+    def maintained(self, result: Maintained) -> None:
+        self.then.maintained(result)
+
     def finished(self) -> None:
-        for event in self._pending:
-            self.instance.report_runless_asset_event(event)
-        self._pending.clear()
+        self.then.finished()
+        if self._pass:
+            self._passes.put(self._pass)
+            self._pass = []
+
+    def close(self) -> None:
+        self.then.close()
+        self._passes.put(None)
+        self._worker.join()
+
+    def _write_passes(self) -> None:
+        while (builders := self._passes.get()) is not None:
+            try:  # a pass's events are built first, then written together
+                events = [event for build in builders for event in build()]
+                for event in events:
+                    self.instance.report_runless_asset_event(event)
+            except Exception as exc:
+                print(
+                    f"zync: could not record a pass in Dagster ({type(exc).__name__}: {exc}); "
+                    "the commits stand, and the next pass is recorded as usual",
+                    file=sys.stderr,
+                )

@@ -1,0 +1,166 @@
+"""Pool upkeep under many small commits: compaction, carried state, vacuum.
+
+A continuous pipeline commits to its pools every few seconds. Left alone, each
+commit leaves a small file that every later read lists and opens, and Delta's log
+retention eventually deletes the commits that hold a writer's state. Maintenance,
+run by `zync run --follow` after the passes that committed, by `zync maintain`
+and by Dagster's `pool_maintenance` job:
+
+- compacts a pool once `compact_every` commits came since its last maintenance
+  (Delta's OPTIMIZE: a rewrite with dataChange=false, which appends never conflict
+  with, so it cannot race a writer into a lost or duplicated row);
+- then writes a *carry* commit holding every writer's newest state (commits.py),
+  also whenever the last carry is older than `carry_every`, so log retention never
+  takes the only copy of a state;
+- vacuums the files compaction replaced once they are older than the time-travel
+  window (`delta.deletedFileRetentionDuration`, see resources/spark.conf).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from zync_assets.commits import CARRY_KEY, carry_metadata, commit_info, newest_states
+from zync_assets.delta_writes import CONCURRENT_WRITE
+from zync_assets.pools import commit_file, pool_exists, pool_version
+
+DAY_S = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class MaintenancePolicy:
+    compact_every: int = 100  # commits since the last maintenance
+    carry_every_s: float = DAY_S  # the newest carry's greatest age; keep ≪ log retention
+    vacuum_every_s: float = DAY_S  # per pool and process (a vacuum lists every file)
+
+
+@dataclass(frozen=True)
+class Maintained:
+    pool: str
+    files_removed: int = 0  # by compaction: small files now in `files_added`
+    files_added: int = 0
+    carried: int = 0  # states in the carry commit (0: none written)
+    vacuumed: int = 0  # files deleted by vacuum
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        done = []
+        if self.files_removed:
+            done.append(f"compacted {self.files_removed} files into {self.files_added}")
+        if self.carried:
+            done.append(f"carried {self.carried} writer states")
+        if self.vacuumed:
+            done.append(f"vacuumed {self.vacuumed} replaced files")
+        return f"pool {Path(self.pool).name}: {', '.join(done) or 'nothing to do'}"
+
+
+@dataclass(frozen=True)
+class _LastCarry:
+    version: int
+    at_s: float  # commit timestamp, seconds since the epoch
+
+
+class Maintenance:
+    """Keeps pools fit; remembers, per process, where each pool's last carry is."""
+
+    def __init__(self, spark: SparkSession, policy: MaintenancePolicy | None = None) -> None:
+        self.spark = spark
+        self.policy = policy or MaintenancePolicy()
+        self._carries: dict[str, _LastCarry | None] = {}
+        self._vacuumed_at: dict[str, float] = {}
+
+    def run_due(self, path: str) -> Maintained | None:
+        """What is due for the pool at `path`, done; None when nothing was."""
+        newest = pool_version(path)
+        if newest is None:
+            return None
+        last = self._last_carry(path, newest)
+        compact = _commits_since(last, newest) >= self.policy.compact_every
+        carry = compact or _age_s(last, path) >= self.policy.carry_every_s
+        if not carry:
+            return None
+        return self.maintain(path, compact=compact)
+
+    def maintain(self, path: str, compact: bool = True, vacuum: bool | None = None) -> Maintained:
+        """Compact (if asked), carry the writers' states, vacuum (if due or asked)."""
+        started = time.monotonic()
+        removed, added = self._compact(path) if compact else (0, 0)
+        carried = self._carry(path)
+        if vacuum is None:
+            vacuum = time.time() - self._vacuumed_at.get(path, 0.0) >= self.policy.vacuum_every_s
+        vacuumed = self._vacuum(path) if vacuum else 0
+        return Maintained(path, removed, added, carried, vacuumed, time.monotonic() - started)
+
+    def _compact(self, path: str) -> tuple[int, int]:
+        from delta.tables import DeltaTable
+
+        try:
+            metrics = DeltaTable.forPath(self.spark, path).optimize().executeCompaction()
+        except CONCURRENT_WRITE:
+            return 0, 0  # a rare rewrite race (another compaction): the next one redoes it
+        row = metrics.select("metrics.numFilesRemoved", "metrics.numFilesAdded").first()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def _carry(self, path: str) -> int:
+        read = pool_version(path)
+        assert read is not None
+        states = newest_states(path, read)
+        frame = self.spark.read.format("delta").load(path).limit(0)
+        writer = frame.write.format("delta").mode("append")
+        # An empty append: a commit with no files, whose metadata is the carry.
+        writer.option("userMetadata", carry_metadata(read, states)).save(path)
+        self._carries.pop(path, None)  # found again (with its timestamp) on the next check
+        return sum(len(commits) for commits in states.values())
+
+    def _vacuum(self, path: str) -> int:
+        from delta.tables import DeltaTable
+
+        before = _data_files(path)
+        DeltaTable.forPath(self.spark, path).vacuum()  # the table's own retention
+        self._vacuumed_at[path] = time.time()
+        return max(0, before - _data_files(path))
+
+    def _last_carry(self, path: str, newest: int) -> _LastCarry | None:
+        """The newest carry within `compact_every` commits (None: none that recent)."""
+        known = self._carries.get(path)
+        if known is not None and newest - known.version < self.policy.compact_every:
+            return known
+        oldest = max(-1, newest - self.policy.compact_every)
+        for version in range(newest, oldest, -1):
+            info = commit_info(commit_file(path, version))
+            if info is None:
+                break
+            if f'"{CARRY_KEY}"' in (info.get("userMetadata") or ""):
+                self._carries[path] = _LastCarry(version, info.get("timestamp", 0) / 1000)
+                return self._carries[path]
+        return None
+
+
+def maintain_pools(
+    spark: SparkSession, paths: list[str], policy: MaintenancePolicy | None = None
+) -> list[Maintained]:
+    """`zync maintain` and the Dagster job: every existing pool, compacted and vacuumed."""
+    upkeep = Maintenance(spark, policy)
+    return [upkeep.maintain(path, vacuum=True) for path in paths if pool_exists(path)]
+
+
+def _commits_since(last: _LastCarry | None, newest: int) -> int:
+    return newest + 1 if last is None else newest - last.version
+
+
+def _age_s(last: _LastCarry | None, path: str) -> float:
+    """Seconds since the last carry, or, with none yet, since the table's first commit."""
+    if last is not None:
+        return time.time() - last.at_s
+    first = commit_info(commit_file(path, 0))
+    if first is None:  # the log was already trimmed and has no carry: carry now
+        return float("inf")
+    return time.time() - first.get("timestamp", time.time() * 1000) / 1000
+
+
+def _data_files(path: str) -> int:
+    return sum(1 for p in Path(path).rglob("*.parquet") if "_delta_log" not in p.parts)

@@ -1,0 +1,43 @@
+"""Dagster's `pool_maintenance` job: compaction, carried states and vacuum, hourly.
+
+Sensor-driven runs commit a few times a minute; this keeps their pools as fast as
+`zync run --follow`'s own upkeep keeps its pools (see zync_assets/maintenance.py).
+"""
+
+from dagster import (
+    DefaultScheduleStatus,
+    JobDefinition,
+    OpExecutionContext,
+    ScheduleDefinition,
+    job,
+    op,
+)
+
+from zync_assets.orchestration.resources import SparkResource
+from zync_assets.pools import dead_letter_path, pool_path
+
+
+def maintenance_job(pools: list[str]) -> JobDefinition:
+    paths = [p for pool in pools for p in (pool_path(pool), dead_letter_path(pool))]
+
+    @op(name="maintain_pools", description="Compact, carry writer states, vacuum.")
+    def maintain_pools_op(context: OpExecutionContext, spark: SparkResource) -> None:
+        from zync_assets.maintenance import maintain_pools
+
+        for done in maintain_pools(spark.session(), paths):
+            context.log.info(f"{done.describe()} ({done.seconds:.1f}s)")
+
+    @job(name="pool_maintenance", description=f"Upkeep of pools {', '.join(pools)}.")
+    def pool_maintenance() -> None:
+        maintain_pools_op()
+
+    return pool_maintenance
+
+
+def maintenance_schedule(job_def: JobDefinition) -> ScheduleDefinition:
+    return ScheduleDefinition(
+        job=job_def,
+        cron_schedule="7 * * * *",  # hourly, off the hour's crowd
+        default_status=DefaultScheduleStatus.RUNNING,
+        description="Hourly upkeep of the pools under many small commits.",
+    )
