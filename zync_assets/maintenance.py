@@ -68,7 +68,10 @@ class Maintenance:
     """Keeps pools fit; remembers, per process, where each pool's last carry is."""
 
     def __init__(self, spark: SparkSession, policy: MaintenancePolicy | None = None) -> None:
-        self.spark = spark
+        # Its own session (same JVM): a carry is an append of no rows, which Delta
+        # records only when told to; other writers keep the default.
+        self.session = spark.newSession()
+        self.session.conf.set("spark.databricks.delta.skipRecordingEmptyCommits", "false")
         self.policy = policy or MaintenancePolicy()
         self._carries: dict[str, _LastCarry | None] = {}
         self._vacuumed_at: dict[str, float] = {}
@@ -99,7 +102,7 @@ class Maintenance:
         from delta.tables import DeltaTable
 
         try:
-            metrics = DeltaTable.forPath(self.spark, path).optimize().executeCompaction()
+            metrics = DeltaTable.forPath(self.session, path).optimize().executeCompaction()
         except CONCURRENT_WRITE:
             return 0, 0  # a rare rewrite race (another compaction): the next one redoes it
         row = metrics.select("metrics.numFilesRemoved", "metrics.numFilesAdded").first()
@@ -109,7 +112,7 @@ class Maintenance:
         read = pool_version(path)
         assert read is not None
         states = newest_states(path, read)
-        frame = self.spark.read.format("delta").load(path).limit(0)
+        frame = self.session.read.format("delta").load(path).limit(0)
         writer = frame.write.format("delta").mode("append")
         # An empty append: a commit with no files, whose metadata is the carry.
         writer.option("userMetadata", carry_metadata(read, states)).save(path)
@@ -117,10 +120,15 @@ class Maintenance:
         return sum(len(commits) for commits in states.values())
 
     def _vacuum(self, path: str) -> int:
-        from delta.tables import DeltaTable
-
+        """VACUUM LITE (replaced files found in the log: seconds, not a listing of the pool),
+        or a full VACUUM where the log no longer holds them all (Delta says which)."""
         before = _data_files(path)
-        DeltaTable.forPath(self.spark, path).vacuum()  # the table's own retention
+        try:
+            self.session.sql(f"VACUUM delta.`{path}` LITE")
+        except Exception as exc:  # Delta's DeltaIllegalStateException, via py4j
+            if "VACUUM FULL" not in str(exc):
+                raise
+            self.session.sql(f"VACUUM delta.`{path}`")
         self._vacuumed_at[path] = time.time()
         return max(0, before - _data_files(path))
 

@@ -127,9 +127,10 @@ def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
     env = stack.env(ZYNC_LAKE=str(lake))
     rng = random.Random(17)
     pairs = 0
-    second = start_pipeline(env, "--no-dagster")
+    # Both compact every few commits: compaction races both writers and a kill -9 too.
+    second = start_pipeline(env, "--no-dagster", "--compact-every", "4")
     for _round in range(3):  # the first pipeline killed at a random point of its work
-        first = start_pipeline(env, "--no-dagster")
+        first = start_pipeline(env, "--no-dagster", "--compact-every", "3")
         for _ in range(3):
             produce_pairs(stack, range(10_000 + pairs, 10_000 + pairs + 40))
             pairs += 40
@@ -137,8 +138,9 @@ def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
     second.send_signal(signal.SIGTERM)
-    _, err = second.communicate(timeout=120)
+    out, err = second.communicate(timeout=120)
     assert second.returncode == 0, err
+    assert "compacted" in out, out[-2000:]
     finish = subprocess.run([ZYNC, "run", str(INVOICES), "--no-dagster"], env=env,
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert finish.returncode == 0, finish.stderr

@@ -1,0 +1,98 @@
+"""Pool upkeep against real Delta: compaction beside a live writer, writer states carried
+past Delta's own log cleanup."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from zync_assets.commits import metadata
+from zync_assets.delta_writes import append_once
+from zync_assets.errors import ZyncError
+from zync_assets.etl.state import read_state
+from zync_assets.ingest.progress import commit_metadata, read_progress
+from zync_assets.maintenance import Maintenance, MaintenancePolicy
+
+pytestmark = pytest.mark.integration
+
+
+def ingest_run(spark, path: str, run: int, rows: int = 10) -> None:
+    """What an ingest commit writes: rows, and the progress in the same commit."""
+    frame = spark.range(run * rows, (run + 1) * rows).selectExpr("id", f"{run} AS run")
+    progress = {"topic": {0: (run + 1) * rows}}
+    append_once(frame, path, "zync-ingest/Raw", run, commit_metadata(run, f"a{run}", progress))
+
+
+def etl_run(spark, path: str, spec: str, run: int) -> None:
+    frame = spark.range(1).selectExpr(f"'{spec}' AS spec", f"{run} AS run")
+    meta = metadata("zync_etl", spec=spec, run=run, cursors={}, next={"Out": run})
+    append_once(frame, path, f"zync-etl/{spec}/Staging", run, meta)
+
+
+def test_compaction_beside_a_writer_loses_and_duplicates_nothing(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "Raw")
+    ingest_run(spark, path, 0)
+    runs = 20
+    writer = threading.Thread(target=lambda: [ingest_run(spark, path, r) for r in range(1, runs)])
+    upkeep = Maintenance(spark, MaintenancePolicy(compact_every=1))
+    writer.start()
+    compacted = 0
+    while writer.is_alive():
+        compacted += upkeep.maintain(path, vacuum=False).files_removed
+    writer.join()
+    final = upkeep.maintain(path, vacuum=False)
+
+    rows = spark.read.format("delta").load(path)
+    assert rows.count() == rows.select("id").distinct().count() == runs * 10
+    assert read_progress(path).run == runs - 1
+    assert read_progress(path).offsets == {"topic": {0: runs * 10}}
+    assert compacted + final.files_removed > runs  # it did compact while the writer wrote
+    files = [p for p in Path(path).rglob("*.parquet") if "_delta_log" not in p.parts]
+    assert len(spark.read.format("delta").load(path).inputFiles()) <= 2 < len(files)
+
+
+def test_a_pool_is_compacted_every_n_commits(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "Raw")
+    upkeep = Maintenance(spark, MaintenancePolicy(compact_every=5))
+    for run in range(4):
+        ingest_run(spark, path, run)
+        assert upkeep.run_due(path) is None
+    ingest_run(spark, path, 4)
+    done = upkeep.run_due(path)
+    assert done is not None and done.files_removed >= 5 and done.carried == 1
+    assert upkeep.run_due(path) is None  # the carry counts as the last maintenance
+    assert len(spark.read.format("delta").load(path).inputFiles()) == 1
+
+
+def expire_log_before(path: str, version: int) -> None:
+    """What Delta's log cleanup does once commits are older than delta.logRetentionDuration:
+    delete the commit files a checkpoint at `version` makes unnecessary. (Its age rule is
+    Delta's business, not under test: the commits here are minutes old.)"""
+    for file in (Path(path) / "_delta_log").glob("*.json"):
+        if int(file.stem) < version:
+            file.unlink()
+
+
+def test_a_carry_keeps_an_idle_writers_state_after_log_retention(spark, tmp_path: Path) -> None:
+    carried, control = str(tmp_path / "Staging"), str(tmp_path / "Unmaintained")
+    for path in (carried, control):
+        etl_run(spark, path, "idle", 1)
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = 3)")
+        for run in range(1, 4):  # a checkpoint at version 3
+            etl_run(spark, path, "busy", run)
+    Maintenance(spark).maintain(carried, compact=False, vacuum=False)  # the periodic carry
+    for path in (carried, control):
+        for run in range(4, 7):
+            etl_run(spark, path, "busy", run)
+        assert (Path(path) / "_delta_log" / f"{3:020d}.checkpoint.parquet").exists()
+        expire_log_before(path, 3)
+        assert spark.read.format("delta").load(path).count() == 7  # still a sound table
+
+    assert read_state(carried, "idle").run == 1
+    assert read_state(carried, "idle").next_offsets == {"Out": 1}
+    assert read_state(carried, "busy").run == read_state(control, "busy").run == 6
+    assert read_state(carried, "new").run == 0  # the carry says it never had a state
+    with pytest.raises(ZyncError, match="removed by log retention"):
+        read_state(control, "idle")  # not a silent fresh start at offset 0
