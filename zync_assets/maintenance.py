@@ -89,13 +89,13 @@ class Maintenance:
         return self.maintain(path, compact=compact)
 
     def maintain(self, path: str, compact: bool = True, vacuum: bool | None = None) -> Maintained:
-        """Compact (if asked), carry the writers' states, vacuum (if due or asked)."""
+        """Compact (if asked), vacuum (if due or asked), carry the writers' states."""
         started = time.monotonic()
         removed, added = self._compact(path) if compact else (0, 0)
-        carried = self._carry(path)
         if vacuum is None:
             vacuum = time.time() - self._vacuumed_at.get(path, 0.0) >= self.policy.vacuum_every_s
-        vacuumed = self._vacuum(path) if vacuum else 0
+        vacuumed = self._vacuum(path) if vacuum else 0  # VACUUM commits too: carry after it
+        carried = self._carry(path)
         return Maintained(path, removed, added, carried, vacuumed, time.monotonic() - started)
 
     def _compact(self, path: str) -> tuple[int, int]:

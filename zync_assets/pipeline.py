@@ -126,17 +126,18 @@ class Pipeline:
             for route in spec.outputs:
                 self._sync(spec, route, reporter, result)
         result.seconds["to-kafka"] = self.clock() - started
-        if self.maintenance is not None:
-            self._maintain(reporter, result)
+        if self.maintenance is not None and self._maintain(reporter, result):
             result.seconds["maintenance"] = self.clock() - started - result.seconds["to-kafka"]
         reporter.finished()
         return result
 
-    def _maintain(self, reporter: PipelineReporter, result: PassResult) -> None:
-        """The upkeep due in the pools this pass committed to (see maintenance.py)."""
+    def _maintain(self, reporter: PipelineReporter, result: PassResult) -> bool:
+        """The upkeep due in the pools this pass committed to (see maintenance.py);
+        whether there was any."""
         assert self.maintenance is not None
         committed = [r.pool for r in result.ingested if r.run is not None]
         committed += [r.pool for r in result.transformed if r.run is not None]
+        maintained = False
         for pool in dict.fromkeys(committed):
             done = _unless_raced(
                 "maintenance", reporter, result,
@@ -144,6 +145,8 @@ class Pipeline:
             )  # fmt: skip
             if done is not None:
                 reporter.maintained(done)
+                maintained = True
+        return maintained
 
     def _ingest(self, reporter: PipelineReporter, result: PassResult) -> None:
         formats: dict[str, WireFormat] = {}

@@ -31,3 +31,20 @@ def test_a_log_without_a_commit_is_not_a_pool(
 def test_pool_names_that_could_escape_the_lake_are_refused(name: str) -> None:
     with pytest.raises(ZyncError, match="invalid pool name"):
         check_pool_name(name)
+
+
+def test_maintaining_a_pool_that_does_not_exist_fails_in_one_line(tmp_path: Path) -> None:
+    import os
+
+    from zync_assets_tests.conftest import run_zync
+
+    env = {**os.environ, "ZYNC_LAKE": str(tmp_path / "lake")}
+    result = run_zync("pool", "maintain", "Nope", "../etc", env=env, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "zync: error: invalid pool name '../etc': use 1-64 letters, digits, '_' or '-' "
+        "(no paths, dots or spaces)"
+    ]
+    result = run_zync("pool", "maintain", "Nope", env=env, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "zync: error: no such pool: Nope (see `zync pool ls`)"

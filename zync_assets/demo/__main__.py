@@ -1,8 +1,9 @@
 """`python -m zync_assets.demo`: zync's invoice demo end to end on the local stack.
 
 By default it runs the real chain (cdc_demo.py): SQL changes in PostgreSQL, captured by
-Debezium, carried by Dagster's sensors through zync, written by Debezium's JDBC sink
-into a warehouse table.
+Debezium, carried through zync by the stack's continuous pipeline (reporting to
+Dagster; `--sensors`: by Dagster's sensors), written by Debezium's JDBC sink into a
+warehouse table.
 
 `--synthetic` produces zync's four batches of Debezium-shaped events to Kafka instead.
 For each, the Kafka sensor starts raw/Raw and the automation sensor starts
@@ -197,10 +198,13 @@ def run_direct(console: Console) -> None:
               "PostgreSQL, Debezium and the JDBC sink.")  # fmt: skip
 @click.option("--direct", is_flag=True,
               help="With --synthetic: run the stages in this process, without Dagster.")  # fmt: skip
+@click.option("--sensors", is_flag=True,
+              help="Let Dagster's sensors start a run per stage instead of running the "
+              "continuous pipeline (slower: a Spark start per run).")  # fmt: skip
 @click.option("--dagster-port", default=DAGSTER_PORT, show_default=True, help="Dagster UI port.")
-def main(synthetic: bool, direct: bool, dagster_port: int) -> None:
+def main(synthetic: bool, direct: bool, sensors: bool, dagster_port: int) -> None:
     """zync's invoice demo: PostgreSQL → Debezium → Kafka → zync → Kafka → JDBC sink →
-    warehouse, carried by Dagster's sensors."""
+    warehouse, carried by the continuous pipeline (or, with --sensors, Dagster's sensors)."""
     console = Console()
     try:
         if direct:
@@ -208,7 +212,7 @@ def main(synthetic: bool, direct: bool, dagster_port: int) -> None:
         elif synthetic:
             run_via_dagster(console, dagster_port)
         else:
-            run_cdc_demo(console, dagster_port)
+            run_cdc_demo(console, dagster_port, sensors)
     except ZyncError as exc:
         raise SystemExit(f"demo: error: {exc}") from exc
 

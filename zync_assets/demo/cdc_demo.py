@@ -1,13 +1,18 @@
 """The demo as a user runs it: zync's invoice story, made with SQL in a real database.
 
-PostgreSQL `shop` ─ Debezium ─▶ Kafka ─ Dagster's sensors run zync (raw/ShopRaw,
+PostgreSQL `shop` ─ Debezium ─▶ Kafka ─ zync's continuous pipeline (raw/ShopRaw,
 staging/ShopStaging, kafka/shop_invoices; etl_specs/shop.yaml) ─▶ Kafka ─ Debezium's
 JDBC sink ─▶ PostgreSQL `warehouse`, table shop_invoices.
 
+The pipeline is the stack's `pipeline` service (`zync stack up --follow`): one warm
+Spark, each stage as soon as the one before committed, every commit recorded in the
+stack's Dagster as its asset's materialization (the UI shows the lineage filling; the
+Kafka sensors stand aside while it runs). `--sensors` leaves the pipeline out and lets
+Dagster's sensors start a run per stage instead: slower (a Spark start per run).
+
 Each step's SQL is shown, committed in the source database, and the demo waits until
-the warehouse table equals the source's join of invoices and statuses, showing which
-Dagster runs are going meanwhile. It ends with zync's result: Alice closed, Bob paid,
-Charlie paid, Dan collections.
+the warehouse table equals the source's join of invoices and statuses. It ends with
+zync's result: Alice closed, Bob paid, Charlie paid, Dan collections.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 from rich.syntax import Syntax
@@ -28,10 +34,12 @@ from zync_assets.locations import state_dir
 from zync_assets.pools import drop_pool_files
 from zync_assets.settings import kafka_settings
 from zync_assets.stack.dagster import dagster_home, dagster_service, dagster_url
+from zync_assets.stack.pipeline import pipeline_service
 from zync_assets.stack.services import CdcPorts, StackPorts, registry_v2_url, stack_up
 
 CHAIN = "shop"  # etl_specs/shop.yaml reads topics shop.public.* and writes shop_invoices
 POOLS = ("ShopRaw", "ShopStaging")
+SPEC = Path(__file__).resolve().parents[2] / "etl_specs" / "shop.yaml"
 EXPECTED_END = [
     (100, "Alice", "taco", "closed"),
     (101, "Bob", "burrito", "paid"),
@@ -74,12 +82,14 @@ UPDATE invoice_status SET status = 'paid' WHERE id = 80;""",
 ]
 
 
-def start(console: Console, dagster_port: int) -> tuple[Chain, str]:
-    """The stack with the CDC services and a fresh Dagster; the chain reset and started."""
+def start(console: Console, dagster_port: int, sensors: bool) -> tuple[Chain, str]:
+    """The stack with the CDC services, a fresh Dagster and (unless `sensors`) the
+    pipeline service; the chain reset and started."""
     ports, cdc, state = StackPorts(), CdcPorts(), state_dir()
     with console.status("starting Kafka, the registry, PostgreSQL and Kafka Connect…"):
         stack_up(ports, cdc=cdc)
-    dagster_service(state).stop()  # its sensors must not see the reset half done
+    pipeline_service(state).stop()  # neither it nor the sensors may see the reset half done
+    dagster_service(state).stop()
     shutil.rmtree(dagster_home(state), ignore_errors=True)  # cursors of deleted topics
     chain = Chain(
         CHAIN, "avro", cdc.source_db, cdc.warehouse_db, cdc.connect,
@@ -95,10 +105,15 @@ def start(console: Console, dagster_port: int) -> tuple[Chain, str]:
     with console.status("starting Debezium's PostgreSQL source and JDBC sink connectors…"):
         chain.start_source_connector()
         chain.start_sink_connector()
-    with console.status("starting Dagster: webserver + daemon (about 30 s)…"):
-        stack_up(ports, dagster_port=dagster_port, cdc=cdc)
+    follow = None if sensors else [SPEC]
+    with console.status("starting Dagster: webserver + daemon (about 30 s), then the pipeline…"):
+        stack_up(ports, dagster_port=dagster_port, cdc=cdc, follow=follow)
     url = dagster_url(dagster_port)
-    console.print(f"Dagster UI: {url}  (sensors: raw_ShopRaw_kafka_sensor, zync_automation)")
+    if sensors:
+        console.print(f"Dagster UI: {url}  (sensors: raw_ShopRaw_kafka_sensor, zync_automation)")
+    else:
+        console.print(f"Dagster UI: {url}  (the pipeline: `zync run {SPEC.name} --follow`, "
+                      f"its log in `zync stack status`)")  # fmt: skip
     return chain, url
 
 
@@ -115,7 +130,7 @@ def wait_for_warehouse(console: Console, chain: Chain, url: str, timeout: float 
     """Wait until the warehouse equals the source's join; the seconds it took."""
     instance = open_instance(dagster_home(state_dir()))
     expected, started = chain.expected_rows(), time.monotonic()
-    with console.status("waiting for the sensors…") as status:
+    with console.status("waiting for the warehouse…") as status:
         while chain.warehouse_rows() != expected:
             waited = time.monotonic() - started
             if waited > timeout:
@@ -124,7 +139,8 @@ def wait_for_warehouse(console: Console, chain: Chain, url: str, timeout: float 
                     f"runs at {url}/runs and the logs listed by `zync stack status`"
                 )
             runs = running_runs(instance)
-            status.update(f"{waited:4.0f}s  " + ("; ".join(runs) or "waiting for a sensor tick"))
+            doing = "; ".join(runs) or "Debezium, zync and the JDBC sink at work"
+            status.update(f"{waited:4.0f}s  {doing}")
             time.sleep(1.0)
     return time.monotonic() - started
 
@@ -140,8 +156,9 @@ def warehouse_table(console: Console, chain: Chain) -> Table:
     return table
 
 
-def run_cdc_demo(console: Console, dagster_port: int) -> None:
-    chain, url = start(console, dagster_port)
+def run_cdc_demo(console: Console, dagster_port: int, sensors: bool = False) -> None:
+    chain, url = start(console, dagster_port, sensors)
+    started = time.monotonic()
     seconds = wait_for_warehouse(console, chain, url)
     console.print(f"the warehouse matches the source ({seconds:.0f}s)")
     console.print(warehouse_table(console, chain))
@@ -150,6 +167,7 @@ def run_cdc_demo(console: Console, dagster_port: int) -> None:
         seconds = wait_for_warehouse(console, chain, url)
         console.print(f"the warehouse matches the source ({seconds:.0f}s after the commit)")
         console.print(warehouse_table(console, chain))
+    console.print(f"all steps: {time.monotonic() - started:.0f}s")
     final = [(i, c, item, s) for i, c, item, _amount, s in chain.warehouse_rows()]
     if final != EXPECTED_END:
         raise ZyncError(f"the warehouse ended as {final}, not zync's result {EXPECTED_END}")
