@@ -63,7 +63,8 @@ def build_definitions(specs: list[Spec]) -> Definitions:
     interval = sensor_interval_seconds()
     topics = sorted({t for ts in pools.values() for t in ts})
     staging = sorted({r.pool for spec in specs if spec.transforms for r in spec.outputs})
-    upkeep = maintenance_job([*pools, *staging])
+    kept = [*pools, *staging]
+    upkeep = maintenance_job(kept)
     return Definitions(
         assets=[
             *topic_assets(topics, formats),
@@ -76,7 +77,7 @@ def build_definitions(specs: list[Spec]) -> Definitions:
             automation_sensor(interval),
         ],
         jobs=[upkeep],
-        schedules=[maintenance_schedule(upkeep)],
+        schedules=[maintenance_schedule(upkeep, kept)],
         resources={
             "spark": SparkResource(),
             "kafka": KafkaResource(),

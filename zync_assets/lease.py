@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -65,12 +66,22 @@ def pipeline_feeding(pool: str) -> Lease | None:
 
 
 class PipelineLeases:
-    """Held by a running pipeline: `beat()` each pass, `release()` at exit."""
+    """Held by a running pipeline from `hold()` to `release()`; a thread beats meanwhile
+    (a pass over a large backlog can outlast the TTL many times)."""
 
     def __init__(self, pools: Iterable[str], specs: list[str]) -> None:
         self.pools = sorted(set(pools))
         self.specs = specs
         self._last_beat = 0.0
+        self._released = threading.Event()
+
+    def hold(self) -> None:
+        self.beat()
+        threading.Thread(target=self._beat_until_released, name="lease", daemon=True).start()
+
+    def _beat_until_released(self) -> None:
+        while not self._released.wait(BEAT_EVERY_S):
+            self.beat()
 
     def beat(self) -> None:
         now = time.time()
@@ -91,6 +102,7 @@ class PipelineLeases:
         return [(pool, lease) for pool, lease in found if lease and lease.pid != os.getpid()]
 
     def release(self) -> None:
+        self._released.set()
         for pool in self.pools:
             lease = pipeline_feeding(pool)
             if lease is not None and lease.pid == os.getpid():

@@ -14,6 +14,7 @@ from zync_assets.errors import ZyncError
 from zync_assets.etl.run import EtlResult
 from zync_assets.follow import follow
 from zync_assets.ingest.ingest import IngestResult
+from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
 from zync_assets.lease import PipelineLeases
 from zync_assets.locations import state_dir
@@ -90,6 +91,27 @@ def run(
     pause, idle = parse_duration(interval), parse_duration(exit_after) if exit_after else None
     shaper = spec_shaper(None, specs)
     home = _dagster_home(to_dagster)  # both before paying for Spark's start
+    leases = PipelineLeases(_pools(loaded), [spec.name for spec in loaded])
+    for pool, other in leases.others():
+        click.echo(f"zync: {other.describe()} feeds pool {pool} too; both stay exactly once, "
+                   "but they race for each commit", err=True)  # fmt: skip
+    leases.hold()  # from now: Dagster's sensors need not race a Spark that is starting
+    try:
+        _run(loaded, keep_going, pause, idle, max_records, compact_every, shaper, home)
+    finally:
+        leases.release()
+
+
+def _run(
+    loaded: list[Spec],
+    keep_going: bool,
+    pause: float,
+    idle: float | None,
+    max_records: int | None,
+    compact_every: int,
+    shaper: Shaper | None,
+    home: Path | None,
+) -> None:
     from zync_assets.spark import spark_session
 
     started = time.monotonic()
@@ -109,13 +131,8 @@ def run(
             else None
         ),
     )
-    leases = PipelineLeases(_pools(loaded), [spec.name for spec in loaded])
-    for pool, other in leases.others():
-        click.echo(f"zync: {other.describe()} feeds pool {pool} too; both stay exactly once, "
-                   "but they race for each commit", err=True)  # fmt: skip
 
     def pass_once() -> list[PassResult]:
-        leases.beat()
         return [pipeline.pass_once(reporter)]
 
     try:
@@ -130,7 +147,6 @@ def run(
             )
     finally:
         reporter.close()
-        leases.release()
 
 
 def report_timing(result: PassResult) -> None:

@@ -9,10 +9,12 @@ from dagster import (
     JobDefinition,
     OpExecutionContext,
     ScheduleDefinition,
+    ScheduleEvaluationContext,
     job,
     op,
 )
 
+from zync_assets.lease import pipeline_feeding
 from zync_assets.orchestration.resources import SparkResource
 from zync_assets.pools import dead_letter_path, pool_path
 
@@ -34,10 +36,16 @@ def maintenance_job(pools: list[str]) -> JobDefinition:
     return pool_maintenance
 
 
-def maintenance_schedule(job_def: JobDefinition) -> ScheduleDefinition:
+def maintenance_schedule(job_def: JobDefinition, pools: list[str]) -> ScheduleDefinition:
+    def no_pipeline_keeps_them(_context: ScheduleEvaluationContext) -> bool:
+        """`zync run --follow` keeps its own pools: run when some pool has no pipeline."""
+        return any(pipeline_feeding(pool) is None for pool in pools)
+
     return ScheduleDefinition(
         job=job_def,
         cron_schedule="7 * * * *",  # hourly, off the hour's crowd
         default_status=DefaultScheduleStatus.RUNNING,
-        description="Hourly upkeep of the pools under many small commits.",
+        should_execute=no_pipeline_keeps_them,
+        description="Hourly upkeep of the pools under many small commits (skipped while "
+        "`zync run --follow` feeds them all: it keeps them itself).",
     )

@@ -24,7 +24,8 @@ def launch_pipeline(
     state: Path, specs: list[Path], kafka: str, registry: str, pools: list[str]
 ) -> Callable[[], Running]:
     """Start `zync run SPECS --follow` (unless running); returns a call that waits until it
-    holds its pools' leases (its Spark is up and its first pass under way)."""
+    holds its pools' leases (it took them before starting Spark: from then on, Dagster's
+    sensors leave its pools to it)."""
     service = pipeline_service(state)
     if (running := service.running()) is not None:
         return lambda: running
