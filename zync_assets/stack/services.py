@@ -239,15 +239,15 @@ def stack_up(
         statuses = [ServiceStatus(name, wait()) for name, wait in waits]
         if cdc is not None:  # the worker needs Kafka up
             statuses += cdc_up(home, cdc, f"127.0.0.1:{ports.kafka}")
+        kafka, registry = f"127.0.0.1:{ports.kafka}", registry_url(ports.registry)
+        waits = []
         if dagster_port is not None:  # its sensors need Kafka and the registry up first
-            kafka, registry = f"127.0.0.1:{ports.kafka}", registry_url(ports.registry)
-            wait = launch_dagster(home, dagster_port, kafka, registry)
-            statuses.append(ServiceStatus("dagster", wait()))
-        if follow:  # after Dagster: the pipeline reports its commits there
-            kafka, registry = f"127.0.0.1:{ports.kafka}", registry_url(ports.registry)
-            wait = launch_pipeline(home, follow, kafka, registry, _pools_of(follow))
-            statuses.append(ServiceStatus("pipeline", wait()))
-        return statuses
+            waits.append(("dagster", launch_dagster(home, dagster_port, kafka, registry)))
+        if follow:  # after Dagster's instance exists (it reports there), before its sensors
+            # tick: it takes its pools' leases within seconds, so no sensor run races it
+            waits.append(("pipeline", launch_pipeline(home, follow, kafka, registry,
+                                                      _pools_of(follow))))  # fmt: skip
+        return statuses + [ServiceStatus(name, wait()) for name, wait in waits]
     except ZyncError:
         stack_down(home)
         raise
