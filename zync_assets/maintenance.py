@@ -114,7 +114,7 @@ class Maintenance:
         states = newest_states(path, read)
         frame = self.session.read.format("delta").load(path).limit(0)
         writer = frame.write.format("delta").mode("append")
-        # An empty append: a commit with no files, whose metadata is the carry.
+        # An append of no rows (one empty file): a commit whose metadata is the carry.
         writer.option("userMetadata", carry_metadata(read, states)).save(path)
         self._carries.pop(path, None)  # found again (with its timestamp) on the next check
         return sum(len(commits) for commits in states.values())

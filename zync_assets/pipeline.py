@@ -140,13 +140,27 @@ class Pipeline:
         maintained = False
         for pool in dict.fromkeys(committed):
             done = _unless_raced(
-                "maintenance", reporter, result,
-                lambda p=pool: self.maintenance.run_due(pool_path(p)),  # type: ignore[union-attr]
-            )  # fmt: skip
+                "maintenance", reporter, result, partial(self._upkeep, pool, reporter)
+            )
             if done is not None:
                 reporter.maintained(done)
                 maintained = True
         return maintained
+
+    def _upkeep(self, pool: str, reporter: PipelineReporter) -> Maintained | None:
+        """Upkeep never stops the pipeline: its commits are whole either way (see
+        maintenance.py), and the next pass's upkeep tries again."""
+        assert self.maintenance is not None
+        try:
+            return self.maintenance.run_due(pool_path(pool))
+        except Exception as exc:  # py4j and Delta errors alike
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            reporter.conflicted(
+                "maintenance",
+                f"pool {pool}: {type(exc).__name__}: {first_line} (skipped; "
+                "`zync pool maintain` shows it whole)",
+            )
+            return None
 
     def _ingest(self, reporter: PipelineReporter, result: PassResult) -> None:
         formats: dict[str, WireFormat] = {}
