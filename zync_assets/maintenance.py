@@ -27,6 +27,7 @@ from pyspark.sql import SparkSession
 from zync_assets.commits import CARRY_KEY, carry_metadata, commit_info, newest_states
 from zync_assets.delta_writes import CONCURRENT_WRITE
 from zync_assets.pools import commit_file, pool_exists, pool_version
+from zync_assets.spark import session_conf
 
 DAY_S = 24 * 3600.0
 
@@ -68,10 +69,7 @@ class Maintenance:
     """Keeps pools fit; remembers, per process, where each pool's last carry is."""
 
     def __init__(self, spark: SparkSession, policy: MaintenancePolicy | None = None) -> None:
-        # Its own session (same JVM): a carry is an append of no rows, which Delta
-        # records only when told to; other writers keep the default.
-        self.session = spark.newSession()
-        self.session.conf.set("spark.databricks.delta.skipRecordingEmptyCommits", "false")
+        self.session = spark
         self.policy = policy or MaintenancePolicy()
         self._carries: dict[str, _LastCarry | None] = {}
         self._vacuumed_at: dict[str, float] = {}
@@ -99,13 +97,11 @@ class Maintenance:
         return Maintained(path, removed, added, carried, vacuumed, time.monotonic() - started)
 
     def _compact(self, path: str) -> tuple[int, int]:
-        from delta.tables import DeltaTable
-
         try:
-            metrics = DeltaTable.forPath(self.session, path).optimize().executeCompaction()
+            metrics = self.session.sql(f"OPTIMIZE delta.`{path}`")
+            row = metrics.select("metrics.numFilesRemoved", "metrics.numFilesAdded").first()
         except CONCURRENT_WRITE:
             return 0, 0  # a rare rewrite race (another compaction): the next one redoes it
-        row = metrics.select("metrics.numFilesRemoved", "metrics.numFilesAdded").first()
         return (int(row[0]), int(row[1])) if row else (0, 0)
 
     def _carry(self, path: str) -> int:
@@ -115,22 +111,26 @@ class Maintenance:
         frame = self.session.read.format("delta").load(path).limit(0)
         writer = frame.write.format("delta").mode("append")
         # An append of no rows (one empty file): a commit whose metadata is the carry.
-        writer.option("userMetadata", carry_metadata(read, states)).save(path)
+        # Delta records an empty append only when told to; other writes keep the default.
+        with session_conf(
+            self.session, {"spark.databricks.delta.skipRecordingEmptyCommits": "false"}
+        ):
+            writer.option("userMetadata", carry_metadata(read, states)).save(path)
         self._carries.pop(path, None)  # found again (with its timestamp) on the next check
         return sum(len(commits) for commits in states.values())
 
     def _vacuum(self, path: str) -> int:
         """VACUUM LITE (replaced files found in the log: seconds, not a listing of the pool),
-        or a full VACUUM where the log no longer holds them all (Delta says which)."""
-        before = _data_files(path)
+        or a full VACUUM where the log no longer holds them all (Delta says which).
+        Returns how many files it deleted, from the VACUUM END commit's metrics."""
         try:
-            self.session.sql(f"VACUUM delta.`{path}` LITE")
-        except Exception as exc:  # Delta's DeltaIllegalStateException, via py4j
+            self.session.sql(f"VACUUM delta.`{path}` LITE").collect()
+        except Exception as exc:  # Delta's DeltaIllegalStateException, via py4j or Connect
             if "VACUUM FULL" not in str(exc):
                 raise
-            self.session.sql(f"VACUUM delta.`{path}`")
+            self.session.sql(f"VACUUM delta.`{path}`").collect()
         self._vacuumed_at[path] = time.time()
-        return max(0, before - _data_files(path))
+        return _vacuum_deleted(path)
 
     def _last_carry(self, path: str, newest: int) -> _LastCarry | None:
         """The newest carry within `compact_every` commits (None: none that recent)."""
@@ -170,5 +170,10 @@ def _age_s(last: _LastCarry | None, path: str) -> float:
     return time.time() - first.get("timestamp", time.time() * 1000) / 1000
 
 
-def _data_files(path: str) -> int:
-    return sum(1 for p in Path(path).rglob("*.parquet") if "_delta_log" not in p.parts)
+def _vacuum_deleted(path: str) -> int:
+    """Files deleted by the pool's latest VACUUM END commit (0 if it recorded none)."""
+    newest = pool_version(path)
+    info = commit_info(commit_file(path, newest)) if newest is not None else None
+    if not info or info.get("operation") != "VACUUM END":
+        return 0
+    return int((info.get("operationMetrics") or {}).get("numDeletedFiles", 0))

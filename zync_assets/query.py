@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import SparkSession
-from pyspark.sql.utils import AnalysisException, ParseException
 
 from zync_assets.errors import ZyncError
 from zync_assets.pools import list_pools, pool_path
@@ -28,4 +28,5 @@ def run_query(spark: SparkSession, sql: str) -> Iterator[dict]:
     except (ParseException, AnalysisException) as exc:
         raise ZyncError(f"query failed: {str(exc).strip().splitlines()[0]}") from exc
     for line in frame.toJSON().toLocalIterator():
-        yield json.loads(line)
+        # An RDD of strings locally; through Spark Connect, a frame of one string column.
+        yield json.loads(line if isinstance(line, str) else line[0])

@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import BinaryType, LongType, StringType, VariantType
 
 from zync_assets.errors import ZyncError
@@ -24,7 +24,7 @@ _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # long-lived session (`zync run --follow`) goes without: C2's code runs its passes about
 # 1.5x faster once warm. ZYNC_SPARK_FAST_START=0 turns them off for any command.
 _FAST_START_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-_LOG4J2 = Path(__file__).resolve().parent / "log4j2-spark.properties"
+SPARK_LOG4J2 = Path(__file__).resolve().parent / "log4j2-spark.properties"
 
 
 def read_spark_conf(path: Path) -> dict[str, str]:
@@ -41,7 +41,7 @@ def read_spark_conf(path: Path) -> dict[str, str]:
     return conf
 
 
-def _conf_file() -> Path | None:
+def spark_conf_file() -> Path | None:
     if os.environ.get("ZYNC_SPARK_CONF"):
         return Path(os.environ["ZYNC_SPARK_CONF"])
     for candidate in (Path("resources/spark.conf"), _PACKAGE_ROOT / "resources" / "spark.conf"):
@@ -79,29 +79,67 @@ def register_functions(spark: SparkSession) -> None:
         spark.udf.registerJavaFunction(name, java_class, returns)
 
 
+def spark_master() -> str:
+    return os.environ.get("ZYNC_SPARK_MASTER", "local[*]")
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """How many tasks keep every core busy: the driver's count locally, the server's
+    `spark.default.parallelism` through Spark Connect (which has no SparkContext)."""
+    if getattr(spark, "_jsc", None) is not None:
+        return spark.sparkContext.defaultParallelism
+    configured = spark.conf.get("spark.default.parallelism", None)
+    return int(configured) if configured else os.cpu_count() or 2
+
+
+def analyzed_plan(frame: DataFrame) -> str:
+    """The frame's analysed logical plan, as Spark prints it."""
+    if getattr(frame, "_jdf", None) is not None:
+        return frame._jdf.queryExecution().analyzed().toString()
+    explained = frame._explain_string(extended=True)  # type: ignore[attr-defined]  # Connect
+    analyzed = explained.split("== Analyzed Logical Plan ==", 1)[-1]
+    return analyzed.split("== Optimized Logical Plan ==", 1)[0]
+
+
+def select_over(frame: DataFrame, select_list: str) -> DataFrame:
+    """`SELECT <select_list> FROM frame`, as SQL a user wrote. The frame is a query
+    parameter, not a temporary view: through Spark Connect a frame is analysed again at
+    each action, after a view dropped by its maker would be gone."""
+    escaped = select_list.replace("{", "{{").replace("}", "}}")  # literal braces in the SQL
+    return frame.sparkSession.sql(f"SELECT {escaped} FROM {{frame}}", frame=frame)
+
+
+def quiet_query_errors() -> None:
+    """PySpark logs every failed analysis as a JSON blob with a JVM stack trace; zync
+    turns those failures into one-line errors itself."""
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def spark_session(app_name: str = "zync", long_lived: bool = False) -> SparkSession:
     """The process's SparkSession (created on first use, then shared)."""
-    master = os.environ.get("ZYNC_SPARK_MASTER", "local[*]")
+    master = spark_master()
     if master.startswith("sc://"):
-        remote = SparkSession.builder.remote(master).appName(app_name).getOrCreate()
-        register_functions(remote)  # the server needs .zync/jars/zync/zync-spark.jar too
-        return remote
-    conf_file = _conf_file()
+        from zync_assets.spark_connect import connect_session
+
+        return connect_session(master, app_name)
+    conf_file = spark_conf_file()
     conf = read_spark_conf(conf_file) if conf_file else {}
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
     builder = builder.config("spark.jars", ",".join(spark_jars()))
-    opts = [f"-Dlog4j2.configurationFile={_LOG4J2}", conf.get("spark.driver.extraJavaOptions", "")]
+    opts = [
+        f"-Dlog4j2.configurationFile={SPARK_LOG4J2}",
+        conf.get("spark.driver.extraJavaOptions", ""),
+    ]
     if os.environ.get("ZYNC_SPARK_FAST_START", "1") != "0" and not long_lived:
         opts.insert(0, _FAST_START_OPTS)
     builder = builder.config("spark.driver.extraJavaOptions", " ".join(o for o in opts if o))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     register_functions(session)
-    # PySpark logs every failed analysis as a JSON blob with a JVM stack trace; zync turns
-    # those failures into one-line errors itself.
-    logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
+    quiet_query_errors()
     return session
 
 
@@ -118,10 +156,10 @@ _SMALL_WORK = {
 
 
 @contextmanager
-def small_work(spark: SparkSession) -> Iterator[None]:
-    """Run the block with the settings that suit a small pass; restore them after."""
-    saved = {key: spark.conf.get(key, None) for key in _SMALL_WORK}
-    for key, value in _SMALL_WORK.items():
+def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Run the block with `settings` in the session's SQL conf; restore them after."""
+    saved = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
         spark.conf.set(key, value)
     try:
         yield
@@ -131,3 +169,8 @@ def small_work(spark: SparkSession) -> Iterator[None]:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+def small_work(spark: SparkSession) -> AbstractContextManager[None]:
+    """Run the block with the settings that suit a small pass."""
+    return session_conf(spark, _SMALL_WORK)

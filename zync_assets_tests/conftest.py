@@ -100,6 +100,19 @@ def cdc_ports(stack: Stack) -> CdcPorts:
     return ports  # the stack fixture's stack_down stops them with the rest
 
 
+@pytest.fixture(scope="session")
+def spark_server(stack: Stack) -> str:
+    """The stack's Spark Connect server (started by the first test that needs it); its
+    `sc://` URL. Only subprocesses may use it: a Connect session switches the whole
+    Python process to Connect's column classes, which the `spark` fixture's cannot mix
+    with."""
+    from zync_assets.stack.spark_server import launch_spark_server, spark_url
+
+    port = free_port()
+    launch_spark_server(stack.home, port)()
+    return spark_url(port)  # the stack fixture's stack_down stops it with the rest
+
+
 @pytest.fixture
 def topic(request: pytest.FixtureRequest) -> str:
     """A topic name no other test uses."""

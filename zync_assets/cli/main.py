@@ -16,6 +16,7 @@ from zync_assets.cli.status import status
 from zync_assets.cli.tokafka import to_kafka
 from zync_assets.cli.topics import consume, info, ls, produce
 from zync_assets.errors import ZyncError
+from zync_assets.spark_connect import connect_failure
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if os.environ.get("ZYNC_DEBUG"):
             raise
+        if (lost := connect_failure(exc)) is not None:  # the Spark Connect server went away
+            click.echo(f"zync: error: {lost}", err=True)
+            sys.exit(1)
         click.echo(
             f"zync: internal error: {type(exc).__name__}: {exc} "
             "(set ZYNC_DEBUG=1 for the traceback and please report it)",

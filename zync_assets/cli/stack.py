@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from zync_assets.stack.services import (
     stack_status,
     stack_up,
 )
+from zync_assets.stack.spark_server import SPARK_CONNECT_PORT, spark_url
 
 
 @click.group()
@@ -44,6 +46,18 @@ def stack() -> None:
               help="Warehouse PostgreSQL port (the JDBC sink's target).")  # fmt: skip
 @click.option("--connect-port", default=CdcPorts.connect, show_default=True,
               help="Kafka Connect REST port.")  # fmt: skip
+@click.option(
+    "--spark-port",
+    default=SPARK_CONNECT_PORT,
+    show_default=True,
+    help="Spark Connect server port: the warm Spark that Dagster's runs share.",
+)
+@click.option(
+    "--no-spark",
+    "without_spark",
+    is_flag=True,
+    help="Start no Spark Connect server: each run starts a local Spark.",
+)
 @click.option("--follow", "follow", multiple=True, type=click.Path(dir_okay=False, exists=True),
               help="Also run `zync run SPEC --follow` as a service: the continuous pipeline "
               "of this spec (repeatable).")  # fmt: skip
@@ -58,18 +72,26 @@ def up(
     source_db_port: int,
     warehouse_db_port: int,
     connect_port: int,
+    spark_port: int,
+    without_spark: bool,
     follow: tuple[str, ...],
 ) -> None:
-    """Start Kafka and the registry on 127.0.0.1 (and the CDC services, Dagster, the
-    continuous pipeline) and wait until they answer."""
+    """Start Kafka, the registry and a Spark Connect server on 127.0.0.1 (and the CDC
+    services, Dagster, the continuous pipeline) and wait until they answer."""
     started = time.monotonic()
     ports = StackPorts(kafka_port, registry_port, controller_port, management_port)
     cdc = CdcPorts(source_db_port, warehouse_db_port, connect_port) if with_cdc else None
     dagster = dagster_port if with_dagster else None
     specs = [Path(path) for path in follow]
-    for status in stack_up(ports, dagster_port=dagster, cdc=cdc, follow=specs):
+    spark = None if without_spark else spark_port
+    statuses = stack_up(ports, dagster_port=dagster, cdc=cdc, follow=specs, spark_port=spark)
+    for status in statuses:
         click.echo(status.line())
     click.echo(f"stack is up ({time.monotonic() - started:.1f}s)")
+    if spark is not None and not os.environ.get("ZYNC_SPARK_MASTER"):
+        click.echo(
+            f"zync commands share its Spark with: export ZYNC_SPARK_MASTER={spark_url(spark)}"
+        )
 
 
 @stack.command()

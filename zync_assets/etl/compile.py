@@ -17,16 +17,16 @@ Fields of a row image are reached with Spark's variant path syntax and a cast:
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
-from pyspark.sql.utils import AnalysisException, ParseException
 
 from zync_assets.errors import ZyncError
 from zync_assets.etl.rules import Rule
+from zync_assets.spark import select_over
 from zync_assets.spec import Spec
 
 EVENT_FIELDS = ("kafka", "key", "value", "op", "before", "after", "source", "ts_ms")
@@ -73,12 +73,7 @@ class CompiledRule:
 
 def select_outputs(frame: DataFrame, select_list: str, carry: list[str]) -> DataFrame:
     """`SELECT <carry>, <select_list> FROM frame`: the rule's own SQL, plus columns to keep."""
-    view = f"zync_rule_{uuid.uuid4().hex}"
-    frame.createOrReplaceTempView(view)
-    try:
-        return frame.sparkSession.sql(f"SELECT {', '.join(carry)}, {select_list} FROM {view}")
-    finally:
-        frame.sparkSession.catalog.dropTempView(view)
+    return select_over(frame, f"{', '.join(carry)}, {select_list}")
 
 
 class _Checker:

@@ -12,15 +12,15 @@ cursors rely on it), and it must keep one output row per input row.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.utils import AnalysisException, ParseException
 
 from zync_assets.errors import ZyncError
+from zync_assets.spark import analyzed_plan, select_over
 from zync_assets.variants import as_variant
 
 SHAPEABLE = ("key", "value")
@@ -44,20 +44,16 @@ class Shaper:
         return cls(select_list, path)
 
     def apply(self, envelopes: DataFrame) -> DataFrame:
-        view = f"zync_envelope_{uuid.uuid4().hex}"
-        envelopes.createOrReplaceTempView(view)
-        spark = envelopes.sparkSession
+        select_list = (
+            "kafka AS __zync_kafka, key AS __zync_key, value AS __zync_value, "
+            f"dead_letter AS __zync_dead_letter, {self.select_list}"
+        )
         try:
-            shaped = spark.sql(
-                f"SELECT kafka AS __zync_kafka, key AS __zync_key, value AS __zync_value, "
-                f"dead_letter AS __zync_dead_letter, {self.select_list} FROM {view}"
-            )
+            shaped = select_over(envelopes, select_list)
+            return self._checked(shaped)  # `columns` analyses it (lazily, through Connect)
         except (ParseException, AnalysisException) as exc:
             first = str(exc).strip().splitlines()[0]
             raise ZyncError(f"shaper {self.origin} is not valid Spark SQL: {first}") from exc
-        finally:
-            spark.catalog.dropTempView(view)
-        return self._checked(shaped)
 
     def _checked(self, shaped: DataFrame) -> DataFrame:
         outputs = shaped.columns[4:]
@@ -71,7 +67,7 @@ class Shaper:
                 f"shaper {self.origin} yields {', '.join(outputs)}; "
                 "it must yield `key` and/or `value` (each once)"
             )
-        plan = shaped._jdf.queryExecution().analyzed().toString()
+        plan = analyzed_plan(shaped)
         if "Generate " in plan or "Aggregate " in plan:
             raise ZyncError(
                 f"shaper {self.origin} changes the number of rows (explode or aggregate); "

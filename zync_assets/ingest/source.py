@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from zync_assets.ingest.ranges import OffsetRange, spark_offsets_json
 from zync_assets.kafka.java_config import java_client_config
 from zync_assets.settings import KafkaSettings
+from zync_assets.spark import default_parallelism
 
 
 def java_client_options(settings: KafkaSettings) -> dict[str, str]:
@@ -47,7 +48,7 @@ def read_ranges(
         .option("endingOffsets", spark_offsets_json(ranges, "end"))
         .option("failOnDataLoss", "false")
         # Split big ranges so decoding runs on every core, not one task per partition.
-        .option("minPartitions", str(spark.sparkContext.defaultParallelism))
+        .option("minPartitions", str(default_parallelism(spark)))
         .load()
     )
     return frame.select(

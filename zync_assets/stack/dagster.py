@@ -101,21 +101,26 @@ def _code_loaded(url: str) -> bool:
     return bool(entries) and all(e["loadStatus"] == "LOADED" for e in entries)
 
 
-def _dagster_env(home: Path, kafka: str, registry: str) -> dict[str, str]:
-    """The runs talk to this stack's Kafka and registry, whatever the caller's defaults."""
+def _dagster_env(home: Path, kafka: str, registry: str, spark: str | None) -> dict[str, str]:
+    """The runs talk to this stack's Kafka, registry and Spark Connect server (when it has
+    one: every run then shares its warm JVM), whatever the caller's defaults."""
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
         "ZYNC_KAFKA_BOOTSTRAP": kafka,
         "ZYNC_SCHEMA_REGISTRY_URL": registry,
     }
+    if spark is not None:
+        env["ZYNC_SPARK_MASTER"] = spark
     for name in _PATH_VARIABLES:
         if env.get(name):
             env[name] = str(Path(env[name]).resolve())
     return env
 
 
-def launch_dagster(state: Path, port: int, kafka: str, registry: str) -> Callable[[], Running]:
+def launch_dagster(
+    state: Path, port: int, kafka: str, registry: str, spark: str | None = None
+) -> Callable[[], Running]:
     """Start `dagster dev -m zync_assets.definitions` (unless running); returns a call that
     waits until its code is loaded."""
     service = dagster_service(state)
@@ -128,7 +133,7 @@ def launch_dagster(state: Path, port: int, kafka: str, registry: str) -> Callabl
         config.write_text(_INSTANCE_YAML)
     dagster = str(Path(sys.executable).parent / "dagster")
     command = [dagster, "dev", "-m", "zync_assets.definitions", "-h", "127.0.0.1", "-p", str(port)]
-    proc = service.launch(command, port, env=_dagster_env(home, kafka, registry))
+    proc = service.launch(command, port, env=_dagster_env(home, kafka, registry, spark))
     url = dagster_url(port)
     return lambda: service.wait_ready(
         proc, port, lambda: _code_loaded(url), DAGSTER_START_TIMEOUT_S

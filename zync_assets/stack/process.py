@@ -85,6 +85,7 @@ class Service:
         user: str | None = None,
         group: int | None = None,
         extra_groups: list[int] | None = None,
+        cwd: Path | None = None,
     ) -> subprocess.Popen:
         """Start the process in its own process group, logging to `self.log`, as `user`
         (default: this one)."""
@@ -105,6 +106,7 @@ class Service:
                 user=user,
                 group=group,
                 extra_groups=extra_groups,
+                cwd=cwd,
                 start_new_session=True,  # own process group: stop() signals all of it
             )
         self.pid_file.write_text(json.dumps({"pid": proc.pid, "port": port}))

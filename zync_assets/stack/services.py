@@ -21,6 +21,7 @@ from zync_assets.stack.dagster import dagster_service, dagster_url, launch_dagst
 from zync_assets.stack.java import find_java
 from zync_assets.stack.pipeline import launch_pipeline, pipeline_service
 from zync_assets.stack.process import Running, Service, console_log4j2
+from zync_assets.stack.spark_server import launch_spark_server, spark_service, spark_url
 
 KAFKA_START_TIMEOUT_S = 90.0
 REGISTRY_START_TIMEOUT_S = 90.0
@@ -217,6 +218,7 @@ class ServiceStatus:
             "dagster": dagster_url(self.running.port),
             "connect": connect.connect_url(self.running.port),
             "pipeline": "zync run --follow",
+            "spark": spark_url(self.running.port),
         }.get(self.name, f"127.0.0.1:{self.running.port}")
         return (
             f"{self.name:12} running  pid {self.running.pid:<7} {address}  log {self.running.log}"
@@ -229,20 +231,24 @@ def stack_up(
     dagster_port: int | None = None,
     cdc: CdcPorts | None = None,
     follow: list[Path] | None = None,
+    spark_port: int | None = None,
 ) -> list[ServiceStatus]:
-    """Start Kafka and the registry side by side (with the CDC services, if given their
-    ports; then Dagster, if given a port) and wait for them; all or nothing. A service
-    already running is left as it is."""
+    """Start Kafka and the registry side by side (with the Spark Connect server and the CDC
+    services, if given their ports; then Dagster, if given a port) and wait for them; all
+    or nothing. A service already running is left as it is."""
     home = home or state_dir()
     try:
         waits = [("kafka", launch_kafka(home, ports)), ("registry", launch_registry(home, ports))]
+        if spark_port is not None:
+            waits.append(("spark", launch_spark_server(home, spark_port)))
         statuses = [ServiceStatus(name, wait()) for name, wait in waits]
         if cdc is not None:  # the worker needs Kafka up
             statuses += cdc_up(home, cdc, f"127.0.0.1:{ports.kafka}")
         kafka, registry = f"127.0.0.1:{ports.kafka}", registry_url(ports.registry)
+        spark = spark_url(spark_port) if spark_port is not None else None
         waits = []
         if dagster_port is not None:  # its sensors need Kafka and the registry up first
-            waits.append(("dagster", launch_dagster(home, dagster_port, kafka, registry)))
+            waits.append(("dagster", launch_dagster(home, dagster_port, kafka, registry, spark)))
         if follow:  # after Dagster's instance exists (it reports there), before its sensors
             # tick: it takes its pools' leases within seconds, so no sensor run races it
             waits.append(("pipeline", launch_pipeline(home, follow, kafka, registry,
@@ -280,7 +286,10 @@ def _cdc_services(home: Path) -> list[Service]:
 def _all_services(home: Path) -> list[Service]:
     """In the order they stop: each before what it uses."""
     cdc = _cdc_services(home)
-    return [pipeline_service(home), dagster_service(home), cdc[-1], *cdc[:-1], *_services(home)]
+    return [
+        pipeline_service(home), dagster_service(home), spark_service(home),
+        cdc[-1], *cdc[:-1], *_services(home),
+    ]  # fmt: skip
 
 
 def stack_down(home: Path | None = None) -> list[str]:
@@ -293,9 +302,10 @@ def stack_down(home: Path | None = None) -> list[str]:
 
 
 def stack_status(home: Path | None = None) -> list[ServiceStatus]:
-    """Every service, in the order they start: Kafka, the registry, the CDC services,
+    """Every service, in the order they start: Kafka, the registry, Spark, the CDC services,
     Dagster, the pipeline."""
     home = home or state_dir()
-    services = [*_services(home), *_cdc_services(home), dagster_service(home)]
+    services = [*_services(home), spark_service(home), *_cdc_services(home)]
+    services.append(dagster_service(home))
     services.append(pipeline_service(home))
     return [ServiceStatus(s.name, s.running()) for s in services]

@@ -1,0 +1,150 @@
+"""Every stage through the stack's Spark Connect server (`ZYNC_SPARK_MASTER=sc://…`):
+the real `zync` commands in subprocesses, the server started from PySpark's distribution
+by the stack, exactly as `zync stack up` runs it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from zync_assets.kafka.registry import Registry
+from zync_assets.pools import pool_exists
+from zync_assets.stack.spark_server import launch_spark_server, spark_service, spark_url
+from zync_assets_tests.conftest import (
+    DEMO_TABLES,
+    ZYNC,
+    Stack,
+    free_port,
+    pool_offsets,
+    produce_bytes,
+    produce_json,
+    produce_many,
+    read_topic,
+    rebuild_table,
+    run_zync,
+)
+
+pytestmark = pytest.mark.integration
+
+INVOICES = Path(__file__).parent.parent / "etl_specs" / "invoices.yaml"
+
+
+def zync_ok(*args: str, env: dict[str, str]) -> str:
+    done = run_zync(*args, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "WARN" not in done.stderr, done.stderr
+    return done.stdout
+
+
+def test_the_invoice_demo_goes_through_the_connect_server(
+    stack: Stack, spark_server: str, lake: Path
+) -> None:
+    """Ingest (zync's Avro decoder on the server), ETL, to-kafka (librdkafka: no local
+    JVM), status, query and pool maintenance, batch after batch, with zync's exact
+    result in the output topic."""
+    from zync_assets.demo.invoices import produce_batch, reset
+
+    reset(stack.kafka)
+    env = stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=spark_server)
+    registry = Registry(stack.registry_settings)
+    for batch in range(1, 5):
+        produce_batch(batch, stack.kafka, registry)
+        if batch == 1:  # each stage as its own command
+            assert "pool Raw run 1: 4 rows" in zync_ok(
+                "from-kafka", str(INVOICES), "--once", env=env
+            )
+            assert "wrote 2 to NewInvoices" in zync_ok("etl", str(INVOICES), env=env)
+            assert "sent 2 records" in zync_ok("to-kafka", "--pool", "Staging", env=env)
+        else:  # the pipeline command
+            zync_ok("run", str(INVOICES), env=env)
+        table = rebuild_table(read_topic(stack, "NewInvoices"), "ID")
+        assert {
+            k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()
+        } == DEMO_TABLES[batch]
+    zync_ok("run", str(INVOICES), env=env)  # nothing new: nothing sent again
+    assert len(read_topic(stack, "NewInvoices")) == 8
+    status = zync_ok("status", str(INVOICES), env={**env, "COLUMNS": "200"})
+    assert "NewInvoices" in status and "InvoiceStatus[0]" in status
+    done = zync_ok("query", "SELECT count(*) AS n FROM Staging WHERE kind = 'done'", env=env)
+    assert done.strip() == '{"n": 12}'
+    maintained = zync_ok("pool", "maintain", "Raw", "Staging", env=env)
+    assert "pool Staging: compacted" in maintained and "carried" in maintained
+
+
+def test_a_shaper_and_dead_letters_through_the_connect_server(
+    spark, stack: Stack, spark_server: str, topic: str, lake: Path, tmp_path: Path
+) -> None:
+    produce_json(stack, topic, [({"id": i}, {"op": "c", "after": {"id": i}}) for i in range(3)])
+    produce_bytes(stack, topic, [(None, b"not avro")])
+    shaper = tmp_path / "after.sql"
+    shaper.write_text("key, value:after AS value\n")
+    env = stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=spark_server)
+    out = zync_ok("from-kafka", "-t", topic, "-p", "Shaped", "--shaper", str(shaper), "--once",
+                  env=env)  # fmt: skip
+    assert "3 rows, 1 dead letters" in out
+    rows = spark.read.format("delta").load(str(lake / "Shaped")).where("dead_letter IS NULL")
+    assert sorted(r[0] for r in rows.selectExpr("cast(value as string)").collect()) == [
+        f'{{"id":{i}}}' for i in range(3)
+    ]
+    assert pool_offsets(spark, lake, "Shaped") == [0, 1, 2, 3]
+    exploding = tmp_path / "explode.sql"
+    exploding.write_text("key, explode(array(value, value)) AS value\n")
+    refused = run_zync("from-kafka", "-t", topic, "-p", "Other", "--shaper", str(exploding),
+                       "--once", env=env, timeout=300)  # fmt: skip
+    assert refused.returncode == 1
+    assert "changes the number of rows" in refused.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("args", [("status",), ("query", "SELECT 1")])
+def test_a_server_that_is_down_is_one_line_naming_its_url(
+    stack: Stack, lake: Path, args: tuple[str, ...]
+) -> None:
+    url = f"sc://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    done = run_zync(*args, env=stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=url))
+    assert time.monotonic() - started < 20
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"zync: error: no Spark Connect server answers at {url}: start it with "
+        "`zync stack up`, or unset ZYNC_SPARK_MASTER to run Spark locally"
+    ]
+
+
+@pytest.mark.slow
+def test_a_server_killed_mid_ingest_leaves_no_half_commit(
+    spark, stack: Stack, topic: str, lake: Path, tmp_path: Path
+) -> None:
+    """kill -9 of the server while an ingest writes: the command fails with the one-line
+    error, the pool holds no part of that commit, and a run on a restarted server ingests
+    every message exactly once."""
+    count = 300_000
+    produce_many(stack, topic, count)
+    state, port = tmp_path / ".zync", free_port()
+    url = spark_url(port)
+    launch_spark_server(state, port)()
+    env = stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=url)
+    command = [ZYNC, "from-kafka", "-t", topic, "-p", "Killed", "--once"]
+    ingest = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    time.sleep(8)  # the server is decoding and writing by now (the pass takes ~20 s)
+    running = spark_service(state).running()
+    assert running is not None and ingest.poll() is None, "ingest finished before the kill"
+    os.killpg(running.pid, signal.SIGKILL)
+    _, stderr = ingest.communicate(timeout=120)
+    assert ingest.returncode == 1, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"zync: error: no Spark Connect server answers at {url}: start it with "
+        "`zync stack up`, or unset ZYNC_SPARK_MASTER to run Spark locally"
+    )
+    assert not pool_exists(str(lake / "Killed")) or pool_offsets(spark, lake, "Killed") == []
+    spark_service(state).stop()  # its PID file, after the kill
+    launch_spark_server(state, port)()
+    try:
+        zync_ok("from-kafka", "-t", topic, "-p", "Killed", "--once", env=env)
+    finally:
+        spark_service(state).stop()
+    assert pool_offsets(spark, lake, "Killed") == list(range(count))
