@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import random
+import socket
 import subprocess
 import tempfile
 import time
@@ -155,6 +156,12 @@ def fill_topic(kafka: KafkaSettings, registry: Registry, topic: str, count: int)
     return sum(len(v) for v in values) / len(values)
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @contextmanager
 def bench_stack() -> Iterator[tuple[KafkaSettings, Registry]]:
     """The stack named by ZYNC_KAFKA_BOOTSTRAP/ZYNC_SCHEMA_REGISTRY_URL, else a private one."""
@@ -163,15 +170,8 @@ def bench_stack() -> Iterator[tuple[KafkaSettings, Registry]]:
 
         yield kafka_settings(), Registry(registry_settings())
         return
-    import socket
-
-    def free() -> int:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
     home = Path(tempfile.mkdtemp(prefix="zync-bench-")) / ".zync"
-    ports = StackPorts(free(), free(), free(), free())
+    ports = StackPorts(free_port(), free_port(), free_port(), free_port())
     try:
         stack_up(ports, home)
         os.environ["ZYNC_KAFKA_BOOTSTRAP"] = f"127.0.0.1:{ports.kafka}"

@@ -44,7 +44,11 @@ class DagsterUI:
 
 
 @pytest.fixture(scope="module")
-def dagster_ui(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
+def dagster_ui(
+    stack: Stack, spark_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DagsterUI]:
+    """Dagster as `zync stack up --dagster` runs it: its runs share the stack's Spark
+    Connect server."""
     state = tmp_path_factory.mktemp("dagster-state")
     lake = state / "lake"
     port = free_port()
@@ -55,7 +59,7 @@ def dagster_ui(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         reset(stack.kafka)  # the demo's topics; its pools live in the fresh lake
         try:
             kafka, registry = stack.kafka.bootstrap_servers, stack.registry_settings.url
-            launch_dagster(state, port, kafka, registry)()
+            launch_dagster(state, port, kafka, registry, spark_server)()
             yield DagsterUI(dagster_url(port), open_instance(dagster_home(state)), lake)
         finally:
             dagster_service(state).stop()

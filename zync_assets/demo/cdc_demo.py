@@ -36,6 +36,7 @@ from zync_assets.settings import kafka_settings
 from zync_assets.stack.dagster import dagster_home, dagster_service, dagster_url
 from zync_assets.stack.pipeline import pipeline_service
 from zync_assets.stack.services import CdcPorts, StackPorts, registry_v2_url, stack_up
+from zync_assets.stack.spark_server import SPARK_CONNECT_PORT
 
 CHAIN = "shop"  # etl_specs/shop.yaml reads topics shop.public.* and writes shop_invoices
 POOLS = ("ShopRaw", "ShopStaging")
@@ -86,8 +87,10 @@ def start(console: Console, dagster_port: int, sensors: bool) -> tuple[Chain, st
     """The stack with the CDC services, a fresh Dagster and (unless `sensors`) the
     pipeline service; the chain reset and started."""
     ports, cdc, state = StackPorts(), CdcPorts(), state_dir()
+    # Sensor-started runs share the stack's warm Spark; the pipeline has its own.
+    spark = SPARK_CONNECT_PORT if sensors else None
     with console.status("starting Kafka, the registry, PostgreSQL and Kafka Connect…"):
-        stack_up(ports, cdc=cdc)
+        stack_up(ports, cdc=cdc, spark_port=spark)
     pipeline_service(state).stop()  # neither it nor the sensors may see the reset half done
     dagster_service(state).stop()
     shutil.rmtree(dagster_home(state), ignore_errors=True)  # cursors of deleted topics
@@ -107,7 +110,7 @@ def start(console: Console, dagster_port: int, sensors: bool) -> tuple[Chain, st
         chain.start_sink_connector()
     follow = None if sensors else [SPEC]
     with console.status("starting Dagster: webserver + daemon (about 30 s), then the pipeline…"):
-        stack_up(ports, dagster_port=dagster_port, cdc=cdc, follow=follow)
+        stack_up(ports, dagster_port=dagster_port, cdc=cdc, follow=follow, spark_port=spark)
     url = dagster_url(dagster_port)
     if sensors:
         console.print(f"Dagster UI: {url}  (sensors: raw_ShopRaw_kafka_sensor, zync_automation)")

@@ -34,7 +34,9 @@ class SchemaRegistryResource(ConfigurableResource):
 
 
 class SparkResource(ConfigurableResource):
-    """The process's SparkSession (one JVM per run: use the in-process executor)."""
+    """The process's SparkSession: on the Spark Connect server `ZYNC_SPARK_MASTER` names
+    (the stack sets it for its Dagster: runs share one warm Spark), else a local JVM per
+    run (use the in-process executor)."""
 
     def session(self) -> SparkSession:
         from zync_assets.spark import spark_session
