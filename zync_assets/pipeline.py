@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol, TypeVar
@@ -36,16 +35,13 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.maintenance import Maintained, Maintenance
 from zync_assets.pools import pool_path, pool_version
 from zync_assets.settings import KafkaSettings
-from zync_assets.spark import small_work
+from zync_assets.spark import sized_work
 from zync_assets.spec import Route, Spec, all_raw_pools
 from zync_assets.status import etl_backlog
 from zync_assets.tokafka.sync import SyncResult, sync_topic
 
 T = TypeVar("T")
 
-# An ETL or to-kafka stage with at most this many rows to do runs with small_work's
-# Spark settings (interpreted, not compiled); a bigger one with the session's own.
-SMALL_PASS_ROWS = 20_000
 # With events pending on a time-based expire-after, ETL runs this often even when no
 # raw pool changed, so that expiring events are done on time.
 EXPIRY_CHECK_S = 10.0
@@ -106,12 +102,6 @@ class Pipeline:
     _sync_saw: dict[str, int | None] = field(default_factory=dict)
     _sent: dict[str, int] = field(default_factory=dict)  # topic -> next staging offset to send
     _compiled: dict[str, list[CompiledRule]] = field(default_factory=dict)
-
-    def _settings_for(self, rows: int | None) -> AbstractContextManager[None]:
-        """small_work's Spark settings for a stage with at most SMALL_PASS_ROWS rows to do
-        (None: not known), else the session's own."""
-        small = rows is not None and rows <= SMALL_PASS_ROWS
-        return small_work(self.spark) if small else nullcontext()
 
     def pass_once(self, reporter: PipelineReporter) -> PassResult:
         result = PassResult()
@@ -182,7 +172,7 @@ class Pipeline:
             return
         if spec.name not in self._compiled:  # checked once, against Spark
             self._compiled[spec.name] = compile_rules(self.spark, spec)
-        with self._settings_for(etl_backlog(spec)):
+        with sized_work(self.spark, etl_backlog(spec)):
             results = _unless_raced("etl", reporter, result, lambda: run_etl(
                 self.spark, spec, now=dt.datetime.now(dt.UTC), compiled=self._compiled[spec.name],
             ))  # fmt: skip
@@ -217,7 +207,7 @@ class Pipeline:
             return  # no staging yet, or nothing committed since the last sync
         staged = read_state(pool_path(route.pool), spec.name).next_offsets.get(route.topic, 0)
         sent = self._sent.get(route.topic)
-        with self._settings_for(staged - sent if sent is not None else None):
+        with sized_work(self.spark, staged - sent if sent is not None else None):
             done = _unless_raced("to-kafka", reporter, result, lambda: sync_topic(
                 self.spark, route.pool, route.topic, self.kafka, self.registry,
                 wire_format=route.format.value,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -171,6 +171,17 @@ def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None
                 spark.conf.set(key, value)
 
 
+# A stage with at most this many rows to do runs with _SMALL_WORK's settings
+# (interpreted, not compiled); a bigger one with the session's own.
+SMALL_PASS_ROWS = 20_000
+
+
 def small_work(spark: SparkSession) -> AbstractContextManager[None]:
     """Run the block with the settings that suit a small pass."""
     return session_conf(spark, _SMALL_WORK)
+
+
+def sized_work(spark: SparkSession, rows: int | None) -> AbstractContextManager[None]:
+    """small_work's settings for a stage with at most SMALL_PASS_ROWS rows to do (None:
+    not known), else the session's own."""
+    return small_work(spark) if rows is not None and rows <= SMALL_PASS_ROWS else nullcontext()

@@ -178,7 +178,7 @@ def etl(
 ) -> None:
     """One ETL pass of SPEC (or, with --follow, one after another): raw pools → staging
     pools, outputs and done records in one commit."""
-    from zync_assets.etl.run import run_etl
+    from zync_assets.etl.sized import sized_etl
     from zync_assets.spark import spark_session
 
     the_spec = load_spec(spec)
@@ -189,7 +189,7 @@ def etl(
         return
     with graceful_stop() as stop:
         follow(
-            lambda: run_etl(spark, the_spec),
+            lambda: sized_etl(spark, the_spec),
             lambda result: click.echo(describe_etl(result)),
             did_work=lambda result: result.run is not None,
             interval=pause,

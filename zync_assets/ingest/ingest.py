@@ -32,6 +32,7 @@ from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import check_pool_name, pool_path
 from zync_assets.settings import KafkaSettings
+from zync_assets.spark import sized_work
 
 
 @dataclass(frozen=True)
@@ -74,11 +75,13 @@ def ingest(
     after = advance(progress.offsets, ranges)
     envelopes = read_ranges(spark, kafka, ranges).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        rows = decode.decode_envelopes(envelopes, registry, formats)
-        if shaper is not None:
-            rows = shaper.apply(rows)
-        ranges_json = [[r.topic, r.partition, r.start, r.end] for r in ranges]
-        _append(rows, path, pool, run, commit_metadata(run, attempt, after, ranges=ranges_json))
+        with sized_work(spark, sum(r.size for r in ranges)):
+            rows = decode.decode_envelopes(envelopes, registry, formats)
+            if shaper is not None:
+                rows = shaper.apply(rows)
+            ranges_json = [[r.topic, r.partition, r.start, r.end] for r in ranges]
+            metadata = commit_metadata(run, attempt, after, ranges=ranges_json)
+            _append(rows, path, pool, run, metadata)
     finally:
         envelopes.unpersist()
     committed = read_progress(path)

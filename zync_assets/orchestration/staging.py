@@ -17,7 +17,8 @@ from dagster import (
 from pyspark.sql import SparkSession
 
 from zync_assets.etl.checks import run_checks
-from zync_assets.etl.run import EtlResult, run_etl, staging_pools
+from zync_assets.etl.run import EtlResult, staging_pools
+from zync_assets.etl.sized import sized_etl
 from zync_assets.ingest.ranges import offsets_to_json
 from zync_assets.orchestration.raw import dead_letter_check, raw_key
 from zync_assets.orchestration.resources import SparkResource
@@ -96,7 +97,7 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
     )
     def etl_pool(context: AssetExecutionContext, spark: SparkResource):
         session = spark.session()
-        (result,) = run_etl(session, spec, pool=pool)
+        (result,) = sized_etl(session, spec, pool=pool)
         context.log.info(
             f"{spec.name} → {pool}: read {result.read} raw events (from cursors "
             f"{result.previous.cursors or 'start'} to raw end offsets {result.raw_seen}); wrote "
