@@ -229,44 +229,40 @@ def measure_sensors(args, work: Path) -> dict[str, object]:
 
 
 def measure_sensor_flow(args, kafka: KafkaSettings, registry: Registry, seen: Seen) -> dict:
-    figures: dict[str, object] = {}
-    started = time.monotonic()
-    for batch, outputs in zip(range(1, 5), DEMO_OUTPUTS, strict=True):
-        produce_batch(batch, kafka, registry)
-        seen.wait_count(outputs, timeout=600)
-    figures["sensor.demo_batches_s"] = round(time.monotonic() - started, 1)
-    print("demo batches", figures["sensor.demo_batches_s"], flush=True)
-    pairs, single = Pairs(kafka, registry), []
-    for _ in range(args.trials):
-        (invoice,) = pairs.send(1)
-        sent = time.monotonic()
-        seen.wait([invoice], timeout=600)
-        single.append(seen.at[invoice] - sent)
+    demo_s, single, pairs = demo_and_singles(args, kafka, registry, seen, timeout=600)
+    figures: dict[str, object] = {"sensor.demo_batches_s": demo_s}
     figures["sensor.p50_s"], figures["sensor.p95_s"] = percentiles(single)
-    print("single changes", percentiles(single), flush=True)
     latencies = steady_load(pairs, seen, 100, args.load_seconds)
     figures["sensor.load_100.p50_s"], figures["sensor.load_100.p95_s"] = percentiles(latencies)
     print("load 100/s", percentiles(latencies), flush=True)
     return figures
 
 
-def measure(args, kafka: KafkaSettings, registry: Registry, seen: Seen, pid: int) -> dict:
-    figures: dict[str, object] = {}
+def demo_and_singles(
+    args, kafka: KafkaSettings, registry: Registry, seen: Seen, timeout: float
+) -> tuple[float, list[float], Pairs]:
+    """The demo's four batches one after another (seconds in all), then --trials single
+    changes one at a time (each one's latency)."""
     started = time.monotonic()
     for batch, outputs in zip(range(1, 5), DEMO_OUTPUTS, strict=True):
         produce_batch(batch, kafka, registry)
-        seen.wait_count(outputs, timeout=300)
-    figures["demo_batches_s"] = round(time.monotonic() - started, 1)
-    print("demo batches", figures["demo_batches_s"], flush=True)
-
+        seen.wait_count(outputs, timeout=timeout)
+    demo_s = round(time.monotonic() - started, 1)
+    print("demo batches", demo_s, flush=True)
     pairs, single = Pairs(kafka, registry), []
     for _ in range(args.trials):
         (invoice,) = pairs.send(1)
         sent = time.monotonic()
-        seen.wait([invoice], timeout=300)
+        seen.wait([invoice], timeout=timeout)
         single.append(seen.at[invoice] - sent)
-    figures["continuous.single_p50_s"], figures["continuous.single_p95_s"] = percentiles(single)
     print("single changes", percentiles(single), flush=True)
+    return demo_s, single, pairs
+
+
+def measure(args, kafka: KafkaSettings, registry: Registry, seen: Seen, pid: int) -> dict:
+    demo_s, single, pairs = demo_and_singles(args, kafka, registry, seen, timeout=300)
+    figures: dict[str, object] = {"demo_batches_s": demo_s}
+    figures["continuous.single_p50_s"], figures["continuous.single_p95_s"] = percentiles(single)
 
     for rate in (100, 1000):
         rss_before = _tree_rss_mib(pid)

@@ -81,8 +81,11 @@ def test_status_reports_the_running_stack(stack: Stack) -> None:
     assert lines[1].startswith("registry") and stack.registry_settings.url in lines[1]
     names = [line.split()[0] for line in lines]
     assert names == [
-        "kafka", "registry", "pg-source", "pg-warehouse", "connect", "dagster", "pipeline"
+        "kafka", "registry", "spark", "pg-source", "pg-warehouse", "connect", "dagster",
+        "pipeline",
     ]  # fmt: skip
+    spark = lines[2]  # started by the first test that needs it (spark_server)
+    assert "stopped" in spark or ("running" in spark and " sc://127.0.0.1:" in spark)
     assert "stopped" in lines[-2]  # only with --dagster
     assert "stopped" in lines[-1]  # only with --follow
 
