@@ -61,7 +61,7 @@ def connect_session(url: str, app_name: str) -> SparkSession:
     except Exception as exc:
         if (failure := connect_failure(exc, url)) is not None:
             raise failure from exc
-        if "ClassNotFoundException" in str(exc) or "CANNOT_LOAD_FUNCTION_CLASS" in str(exc):
+        if "Can not load class" in str(exc):  # Spark's words for a jar missing on the server
             raise ZyncError(
                 f"the Spark Connect server at {url} lacks zync's functions "
                 "(.zync/jars/zync/zync-spark.jar): start it with `zync stack up`"
