@@ -72,10 +72,10 @@ def ingest(
         return IngestResult(pool, None, [], progress=progress.offsets, end_offsets=end)
 
     run, attempt = progress.run + 1, uuid.uuid4().hex
-    after = advance(progress.offsets, ranges)
+    after, total = advance(progress.offsets, ranges), sum(r.size for r in ranges)
     envelopes = read_ranges(spark, kafka, ranges).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        with sized_work(spark, sum(r.size for r in ranges)):
+        with sized_work(spark, total):
             rows = decode.decode_envelopes(envelopes, registry, formats)
             if shaper is not None:
                 rows = shaper.apply(rows)
@@ -91,7 +91,6 @@ def ingest(
             note=f"another writer committed run {run} of pool {pool} first; nothing written",
         )  # fmt: skip
     dead = sync_dead_letters(spark, pool, committed)
-    total = sum(r.size for r in ranges)
     return IngestResult(pool, run, ranges, _rows_written(committed, total) - dead, dead, after, end)
 
 
