@@ -19,15 +19,16 @@ from zync_assets.errors import ZyncError
 # long enough for a server restart to go unnoticed by a run, short enough to be an error.
 _RETRIES = 8
 _MAX_BACKOFF_MS = 5000
+SPARK_CONNECT_PORT = 15002  # Spark Connect's own default
 START_HINT = "start it with `zync stack up`, or unset ZYNC_SPARK_MASTER to run Spark locally"
 
 
 def server_address(url: str) -> tuple[str, int]:
-    """Host and port of an `sc://host:port[/;params]` URL (port 15002 by default)."""
+    """Host and port of an `sc://host:port[/;params]` URL (Spark Connect's port by default)."""
     parsed = urlparse(url)
     if parsed.scheme != "sc" or not parsed.hostname:
         raise ZyncError(f"ZYNC_SPARK_MASTER={url!r} is not a Spark Connect URL (sc://host:port)")
-    return parsed.hostname, parsed.port or 15002
+    return parsed.hostname, parsed.port or SPARK_CONNECT_PORT
 
 
 def server_answers(url: str, timeout: float = 2.0) -> bool:

@@ -8,7 +8,9 @@ import pytest
 
 from zync_assets.codec.wire import frame
 from zync_assets.errors import ZyncError
+from zync_assets.ingest.dead_letters import dead_letters_added
 from zync_assets.ingest.ingest import ingest
+from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.offsets import watermarks
 from zync_assets.kafka.registry import Registry
@@ -138,6 +140,25 @@ def test_each_dead_letter_reason_keeps_the_bytes_and_the_good_messages(
     assert [bytes(d.value) for d in dead] == [m[1] for m in bad]
     assert bytes(dead[3].key) == b"\x07"
     assert run(spark, stack, "Dlq", [topic]).run is None
+
+
+def test_a_dead_letter_after_clean_passes_is_copied_and_clean_passes_copy_nothing(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    """A pass in step with the copy learns from its commit's file statistics whether
+    it wrote dead letters; they must still reach `<pool>_dlq`, once."""
+    produce_json(stack, topic, [(None, {"n": 1})])
+    first = run(spark, stack, "DlqSteps", [topic])
+    assert (first.rows, first.dead_letters) == (1, 0)
+    assert dead_letters_added("DlqSteps", read_progress(pool_path("DlqSteps")).version) == 0
+    produce_bytes(stack, topic, [(None, b"not avro")])
+    second = run(spark, stack, "DlqSteps", [topic])
+    assert (second.rows, second.dead_letters) == (0, 1)
+    assert dead_letters_added("DlqSteps", read_progress(pool_path("DlqSteps")).version) == 1
+    produce_json(stack, topic, [(None, {"n": 3})])
+    assert run(spark, stack, "DlqSteps", [topic]).dead_letters == 0
+    dead = spark.read.format("delta").load(dead_letter_path("DlqSteps")).collect()
+    assert [(d.offset, bytes(d.value)) for d in dead] == [(1, b"not avro")]
 
 
 def test_a_shaper_reshapes_key_and_value(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from zync_assets.spark_connect import SPARK_CONNECT_PORT
 from zync_assets.stack.dagster import DAGSTER_PORT
 from zync_assets.stack.services import (
     CdcPorts,
@@ -16,7 +17,7 @@ from zync_assets.stack.services import (
     stack_status,
     stack_up,
 )
-from zync_assets.stack.spark_server import SPARK_CONNECT_PORT, spark_url
+from zync_assets.stack.spark_server import spark_url
 
 
 @click.group()

@@ -18,13 +18,13 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from zync_assets.etl.compile import CompiledRule, event_struct
 from zync_assets.etl.expiry import parse_expiry
 from zync_assets.ingest.ranges import Offsets
+from zync_assets.spark import pinned, unpin
 
 COORDS = ("topic", "partition", "offset")
 WAITING_STATES = ("waiting", "blocked")
@@ -64,7 +64,7 @@ def route(events: DataFrame, rules: list[CompiledRule]) -> DataFrame:
 
 @dataclass(frozen=True)
 class Classified:
-    """The routed events with their `__status`, their tally, and the cache they are
+    """The routed events with their `__status`, their tally, and the pinned frame they are
     read from: `release()` it when the pass is done."""
 
     events: DataFrame
@@ -72,7 +72,7 @@ class Classified:
     tally: list[Tally]  # per input topic-partition, status and rule
 
     def release(self) -> None:
-        self.cache.unpersist()
+        unpin(self.cache)
 
 
 @dataclass(frozen=True)
@@ -203,8 +203,8 @@ def _hold_back(flagged: DataFrame) -> Classified:
         holding = F.col("__status").isin(*WAITING_STATES).cast("int")
         behind = F.max(holding).over(earlier) == 1
         stops = F.col("__status").isin("released", "paired") & F.col("__chain").isNotNull() & behind
-        step = current.withColumn("__stops", stops).persist(StorageLevel.MEMORY_AND_DISK)
-        rows = _tally(step, "__stops")  # reads all of `step`, so the cache is complete
+        step = pinned(current.withColumn("__stops", stops))
+        rows = _tally(step, "__stops")  # reads all of `step`: every row is now pinned
         _release(cached)
         if not any(row.stops and row.status == "paired" for row in rows):
             final = _block(step, F.col("__stops"), HELD_BY_KEY).drop("__stops")
@@ -217,7 +217,7 @@ def _hold_back(flagged: DataFrame) -> Classified:
         )
         partner_held = F.col("__partner_held").isNotNull() & (F.col("__status") == "paired")
         current = _block(marked, partner_held, HELD_BY_PARTNER).drop("__stops", "__partner_held")
-        current = current.persist(StorageLevel.MEMORY_AND_DISK)
+        current = pinned(current)
         cached = [step, current]
 
 
@@ -272,7 +272,7 @@ def _fold(rows: list[Tally]) -> list[Tally]:
 
 def _release(frames: list[DataFrame]) -> None:
     for frame in frames:
-        frame.unpersist()
+        unpin(frame)
 
 
 def _block(frame: DataFrame, condition: Column, held: str) -> DataFrame:

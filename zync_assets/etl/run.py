@@ -15,7 +15,6 @@ import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -38,6 +37,7 @@ from zync_assets.etl.state import EtlState, app_id, read_state, state_metadata
 from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.pools import dead_letter_path, pool_exists, pool_path
+from zync_assets.spark import pinned, unpin
 from zync_assets.spec import Spec
 from zync_assets.variants import as_variant
 
@@ -154,9 +154,10 @@ def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRul
 @dataclass(frozen=True)
 class Pass:
     """The pending events of one pass, classified, and the pairs that form in it.
-    Its frames are cached: `release()` it when done."""
+    Its frames are pinned (spark.pinned): `release()` it when done."""
 
     snap: _Snapshot
+    routed: DataFrame  # the snapshot's events, pinned
     classified: cl.Classified
     pairs: list[cl.Pairs]
 
@@ -166,22 +167,22 @@ class Pass:
 
     def release(self) -> None:
         self.classified.release()
-        self.snap.events.unpersist()
+        unpin(self.routed)
 
 
 def classified_events(
     spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule], now: dt.datetime
 ) -> Pass:
     snap = snapshot(spark, spec, pool, rules)
-    routed = snap.events.persist(StorageLevel.MEMORY_AND_DISK)
+    routed = pinned(snap.events)
     try:
         pairs = [cl.pair(routed, r) for r in rules if r.rule.type == "denorm"]
         classified = cl.classify(routed, rules, pairs, snap.raw_end, now)
     except BaseException:
-        routed.unpersist()
+        unpin(routed)
         raise
     formed = [cl.still_paired(found, classified.events) for found in pairs]
-    return Pass(snap, classified, formed)
+    return Pass(snap, routed, classified, formed)
 
 
 def _outputs(

@@ -8,13 +8,15 @@ made once, and a run that died before copying is completed by the next one.
 
 from __future__ import annotations
 
+import json
+
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.delta_writes import append_once
 from zync_assets.ingest.progress import Progress, commit_metadata, read_progress
 from zync_assets.ingest.ranges import Offsets
-from zync_assets.pools import dead_letter_path, pool_path
+from zync_assets.pools import commit_file, dead_letter_path, pool_path
 
 
 def _between(low: Offsets, high: Offsets):
@@ -38,10 +40,21 @@ def _between(low: Offsets, high: Offsets):
 _synced_through: dict[str, str | None] = {}
 
 
-def sync_dead_letters(spark: SparkSession, pool: str, raw: Progress) -> int:
-    """Copy dead letters committed to `pool` up to `raw` that the copy lacks; how many."""
+def sync_dead_letters(
+    spark: SparkSession, pool: str, raw: Progress, after: Progress | None = None
+) -> int:
+    """Copy dead letters committed to `pool` up to `raw` that the copy lacks; how many.
+
+    `after`: the progress `raw` was committed on top of. When the copy was up to it,
+    the dead letters to copy are those of `raw`'s own commit, and its files' statistics
+    say whether there are any: a pass without dead letters then runs no Spark job here.
+    """
     path = dead_letter_path(pool)
     if raw.run == 0 or _synced_through.get(path, "") == raw.attempt:
+        return 0
+    in_step = after is not None and _synced_through.get(path, "") == after.attempt
+    if in_step and raw.version is not None and dead_letters_added(pool, raw.version) == 0:
+        _synced_through[path] = raw.attempt
         return 0
     copied = read_progress(path)
     if copied.run >= raw.run:
@@ -68,3 +81,22 @@ def sync_dead_letters(spark: SparkSession, pool: str, raw: Progress) -> int:
         append_once(dead, path, f"zync-dlq/{pool}", raw.run, meta)
     _synced_through[path] = raw.attempt
     return count
+
+
+def dead_letters_added(pool: str, version: int) -> int | None:
+    """Dead-letter rows commit `version` of `pool` added, from its files' statistics
+    (rows minus those whose `dead_letter.reason` is null); None when a file has none."""
+    total = 0
+    try:
+        with commit_file(pool_path(pool), version).open() as lines:
+            for line in lines:
+                if not line.startswith('{"add"'):
+                    continue
+                stats = json.loads(json.loads(line)["add"].get("stats") or "{}")
+                reason_nulls = stats.get("nullCount", {}).get("dead_letter", {}).get("reason")
+                if "numRecords" not in stats or reason_nulls is None:
+                    return None
+                total += int(stats["numRecords"]) - int(reason_nulls)
+    except FileNotFoundError:
+        return None
+    return total

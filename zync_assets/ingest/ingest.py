@@ -90,7 +90,7 @@ def ingest(
             pool, None, [], progress=committed.offsets, end_offsets=end,
             note=f"another writer committed run {run} of pool {pool} first; nothing written",
         )  # fmt: skip
-    dead = sync_dead_letters(spark, pool, committed)
+    dead = sync_dead_letters(spark, pool, committed, after=progress)
     return IngestResult(pool, run, ranges, _rows_written(committed, total) - dead, dead, after, end)
 
 

@@ -21,7 +21,6 @@ from zync_assets.spark_connect import server_answers
 from zync_assets.stack.java import find_java
 from zync_assets.stack.process import Running, Service
 
-SPARK_CONNECT_PORT = 15002  # Spark Connect's own default
 SPARK_START_TIMEOUT_S = 120.0
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
