@@ -3,12 +3,16 @@
     kafka/<topic>  →  raw/<pool>  →  staging/<pool>, done/<pool>  →  kafka/<output topic>
 
 Load with `dagster dev -m zync_assets.definitions` (or workspace.yaml). Spark assets
-run with the in-process executor: one JVM per run, not one per step.
+run with the in-process executor: one Spark session per run, not one per step. A raw
+pool's Kafka sensor starts one run that carries new data through every stage downstream
+of the pool; the automation sensor starts the runs that other changes call for (a
+failed stage's retry, an asset materialized by hand).
 """
 
 from __future__ import annotations
 
 from dagster import (
+    AssetKey,
     AssetSelection,
     AutomationConditionSensorDefinition,
     DefaultSensorStatus,
@@ -17,14 +21,15 @@ from dagster import (
 )
 
 from zync_assets.errors import ZyncError
+from zync_assets.etl.run import staging_pools
 from zync_assets.orchestration.maintenance import maintenance_job, maintenance_schedule
-from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets
+from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets, topic_key
 from zync_assets.orchestration.resources import (
     KafkaResource,
     SchemaRegistryResource,
     SparkResource,
 )
-from zync_assets.orchestration.staging import etl_assets
+from zync_assets.orchestration.staging import done_key, etl_assets, staging_key
 from zync_assets.orchestration.tokafka import output_topic_assets
 from zync_assets.settings import sensor_interval_seconds
 from zync_assets.spec import Spec, all_raw_pools, find_specs, load_spec, spec_folder
@@ -56,6 +61,18 @@ def automation_sensor(interval: int) -> AutomationConditionSensorDefinition:
     )
 
 
+def downstream_of(pool: str, specs: list[Spec]) -> list[AssetKey]:
+    """The staging, done and output-topic assets that raw pool `pool` feeds."""
+    keys: list[AssetKey] = []
+    for spec in specs:
+        if not spec.transforms or pool not in spec.raw_pools():
+            continue
+        for staging in staging_pools(spec):
+            keys += [staging_key(staging), done_key(staging)]
+        keys += [topic_key(route.topic) for route in spec.outputs]
+    return list(dict.fromkeys(keys))
+
+
 def build_definitions(specs: list[Spec]) -> Definitions:
     _check_staging_owners(specs)
     pools = all_raw_pools(specs)
@@ -73,7 +90,10 @@ def build_definitions(specs: list[Spec]) -> Definitions:
             *(asset for spec in specs if spec.transforms for asset in output_topic_assets(spec)),
         ],
         sensors=[
-            *(raw_pool_sensor(pool, ts, interval) for pool, ts in pools.items()),
+            *(
+                raw_pool_sensor(pool, ts, interval, downstream_of(pool, specs))
+                for pool, ts in pools.items()
+            ),
             automation_sensor(interval),
         ],
         jobs=[upkeep],

@@ -92,6 +92,25 @@ def test_assets_and_lineage_come_from_the_spec_files(tmp_path: Path) -> None:
     assert {k.to_user_string() for k in raw.dependency_keys} == {"kafka/A", "kafka/B"}
 
 
+def test_a_raw_pools_sensor_runs_carry_its_data_through_every_stage_below_it(
+    tmp_path: Path,
+) -> None:
+    """One run per change, not one per stage: each run start and sensor tick saved is
+    seconds of freshness. A raw pool no transform reads carries nothing further."""
+    spec = stateless_spec(tmp_path / "a.yaml", "A", "PA", "SA", "sql: \"in.key AS key\"")
+    lone = tmp_path / "b.yaml"
+    lone.write_text("inputs:\n  - {topic: B, pool: PB}\n")
+    defs = build_definitions([load_spec(spec), load_spec(lone)])
+    graph = defs.resolve_asset_graph()
+
+    def carried(sensor: str) -> set[str]:
+        selection = defs.get_sensor_def(sensor).asset_selection
+        return {k.to_user_string() for k in selection.resolve(graph)}
+
+    assert carried("raw_PA_kafka_sensor") == {"raw/PA", "staging/SA", "done/SA", "kafka/A_out"}
+    assert carried("raw_PB_kafka_sensor") == {"raw/PB"}
+
+
 def test_raw_then_staging_and_done_materialize_with_passing_checks(
     spark, stack: Stack, topic: str, tmp_path: Path, lake: Path
 ) -> None:

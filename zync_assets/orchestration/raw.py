@@ -5,6 +5,7 @@ hints at definition time.)
 """
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from dagster import (
@@ -166,10 +167,16 @@ def new_data(progress: Offsets, end: Offsets) -> bool:
     )
 
 
-def raw_pool_sensor(pool: str, topics: list[str], minimum_interval_seconds: int):
+def raw_pool_sensor(
+    pool: str, topics: list[str], minimum_interval_seconds: int, carries: Sequence[AssetKey] = ()
+):
+    """`carries`: the assets downstream of the pool that its runs materialize too (staging,
+    done, output topics): one run carries a change from Kafka to the output topic, where
+    a run per stage would pay a run's start and a sensor tick again at each stage."""
+
     @sensor(
         name=f"raw_{pool}_kafka_sensor",
-        asset_selection=[raw_key(pool)],
+        asset_selection=[raw_key(pool), *carries],
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,  # `dagster dev` starts it: no click needed
         required_resource_keys={"kafka"},
