@@ -30,6 +30,7 @@ from zync_assets.orchestration.resources import (
     SparkResource,
 )
 from zync_assets.orchestration.staging import done_key, etl_assets, staging_key
+from zync_assets.orchestration.tables import table_assets, table_key
 from zync_assets.orchestration.tokafka import output_topic_assets
 from zync_assets.settings import sensor_interval_seconds
 from zync_assets.spec import Spec, all_raw_pools, find_specs, load_spec, spec_folder
@@ -43,6 +44,14 @@ def _check_staging_owners(specs: list[Spec]) -> None:
                 raise ZyncError(
                     f"staging pool {route.pool} is written by specs {owner[route.pool]} and "
                     f"{spec.name}: give each spec its own staging pool"
+                )
+    tables: dict[str, str] = {}
+    for spec in specs:
+        for table in spec.tables:
+            if tables.setdefault(table.name, spec.name) != spec.name:
+                raise ZyncError(
+                    f"table {table.name} is defined by specs {tables[table.name]} and "
+                    f"{spec.name}: give each table one spec"
                 )
 
 
@@ -62,14 +71,17 @@ def automation_sensor(interval: int) -> AutomationConditionSensorDefinition:
 
 
 def downstream_of(pool: str, specs: list[Spec]) -> list[AssetKey]:
-    """The staging, done and output-topic assets that raw pool `pool` feeds."""
+    """The staging, done, output-topic and table assets that raw pool `pool` feeds."""
     keys: list[AssetKey] = []
     for spec in specs:
-        if not spec.transforms or pool not in spec.raw_pools():
+        if pool not in spec.raw_pools():
             continue
-        for staging in staging_pools(spec):
-            keys += [staging_key(staging), done_key(staging)]
-        keys += [topic_key(route.topic) for route in spec.outputs]
+        if spec.transforms:
+            for staging in staging_pools(spec):
+                keys += [staging_key(staging), done_key(staging)]
+            keys += [topic_key(route.topic) for route in spec.outputs]
+        keys += [table_key(t.name) for t in spec.tables if t.from_staging and spec.transforms]
+        keys += [table_key(t.name) for t in spec.tables if not t.from_staging]
     return list(dict.fromkeys(keys))
 
 
@@ -88,6 +100,7 @@ def build_definitions(specs: list[Spec]) -> Definitions:
             *(raw_pool_asset(pool, ts, formats) for pool, ts in pools.items()),
             *(asset for spec in specs if spec.transforms for asset in etl_assets(spec)),
             *(asset for spec in specs if spec.transforms for asset in output_topic_assets(spec)),
+            *(asset for spec in specs for asset in table_assets(spec)),
         ],
         sensors=[
             *(

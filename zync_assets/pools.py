@@ -12,6 +12,8 @@ from zync_assets.errors import ZyncError
 
 POOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DEAD_LETTER_SUFFIX = "_dlq"
+# Lake tables (a spec's `tables:`) live in this folder of the lake; no pool may take its name.
+TABLES_FOLDER = "_tables"
 
 
 def lake_dir() -> Path:
@@ -19,6 +21,8 @@ def lake_dir() -> Path:
 
 
 def check_pool_name(name: str) -> str:
+    if name == TABLES_FOLDER:
+        raise ZyncError(f"invalid pool name {name!r}: the lake keeps its tables there")
     if not POOL_NAME.match(name):
         raise ZyncError(
             f"invalid pool name {name!r}: use 1-64 letters, digits, '_' or '-' "
@@ -29,6 +33,23 @@ def check_pool_name(name: str) -> str:
 
 def pool_path(name: str) -> str:
     return str(lake_dir() / check_pool_name(name))
+
+
+def table_path(name: str) -> str:
+    """A lake table's Delta table (names are checked by the spec: no paths)."""
+    return str(lake_dir() / TABLES_FOLDER / name)
+
+
+def table_changes_path(name: str) -> str:
+    """The table's change log: what it must remember between passes (tables/changes.py)."""
+    return str(lake_dir() / TABLES_FOLDER / f"{name}.changes")
+
+
+def list_tables() -> list[str]:
+    folder = lake_dir() / TABLES_FOLDER
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if "." not in p.name and pool_exists(str(p)))
 
 
 def dead_letter_path(pool: str) -> str:

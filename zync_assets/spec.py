@@ -16,6 +16,7 @@ from zync_assets.codec.formats import AVRO, WireFormat, wire_format
 from zync_assets.errors import ZyncError
 from zync_assets.etl.rules import Rule, parse_rules
 from zync_assets.pools import POOL_NAME
+from zync_assets.tables.definition import TableDef, parse_tables
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class Spec:
     outputs: list[Route]
     transforms: list[Rule] = field(default_factory=list)
     shaper: Path | None = None
+    tables: list[TableDef] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -67,7 +69,7 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
     if not isinstance(data, dict):
         raise _fail(path, "", "expected a mapping with inputs, outputs and transforms")
-    unknown = set(data) - {"inputs", "outputs", "transforms", "shaper"}
+    unknown = set(data) - {"inputs", "outputs", "transforms", "shaper", "tables"}
     if unknown:
         raise _fail(path, "", f"unknown section(s) {', '.join(sorted(unknown))}")
     inputs = _routes(path, data, "inputs", required=True)
@@ -89,7 +91,14 @@ def load_spec(path: str | Path) -> Spec:
     transforms = (
         parse_rules(path, data["transforms"], inputs, outputs) if "transforms" in data else []
     )
-    return Spec(path, inputs, outputs, transforms, shaper_path)
+    tables = parse_tables(path, data["tables"], inputs, outputs) if "tables" in data else []
+    for table in tables:
+        if table.from_staging and not transforms:
+            raise _fail(
+                path, f"tables[{table.name}] source",
+                f"output topic {table.source!r} gets records from transforms: the spec has none",
+            )  # fmt: skip
+    return Spec(path, inputs, outputs, transforms, shaper_path, tables)
 
 
 ROUTE_KEYS = {"topic", "pool", "format", "key-format"}

@@ -82,5 +82,23 @@ class Registry:
             ) from exc
         return json.loads(registered.schema.schema_str)
 
+    def versions(self, subject: str) -> list[Any]:
+        """Every parsed schema of `subject`, oldest first ([] if the subject does not exist)."""
+        try:
+            numbers = self._call(f"listing {subject}", lambda: self.client.get_versions(subject))
+            return [
+                json.loads(self._call(
+                    f"reading {subject}", lambda n=n: self.client.get_version(subject, n)
+                ).schema.schema_str)
+                for n in sorted(numbers)
+            ]  # fmt: skip
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == 404:
+                return []
+            raise ZyncError(
+                f"schema registry at {self.settings.url} failed reading {subject}: "
+                f"{exc.error_message}"
+            ) from exc
+
     def latest(self, subject: str) -> Any:
         return self._call(f"reading {subject}", lambda: self.client.get_latest_version(subject))

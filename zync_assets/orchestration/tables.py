@@ -1,0 +1,77 @@
+"""`table/<name>` per spec table: a lake table kept from its pool, after the pool gains data.
+
+(No `from __future__ import annotations`: Dagster reads the asset functions' type hints.)
+"""
+
+import json
+from typing import Any
+
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AutomationCondition,
+    MaterializeResult,
+    asset,
+)
+
+from zync_assets.ingest.ranges import offsets_to_json
+from zync_assets.orchestration.raw import raw_key
+from zync_assets.orchestration.resources import SchemaRegistryResource, SparkResource
+from zync_assets.orchestration.staging import staging_key
+from zync_assets.spec import Spec
+from zync_assets.tables.apply import TableResult, run_tables
+from zync_assets.tables.definition import TableDef
+
+
+def table_key(name: str) -> AssetKey:
+    return AssetKey(["table", name])
+
+
+def table_metadata(result: TableResult) -> dict[str, Any]:
+    return {
+        "run": result.run if result.run is not None else "nothing new",
+        "read": result.read,
+        "upserts": result.upserts,
+        "deletes": result.deletes,
+        "ignored": result.ignored,
+        "cursors": json.dumps(offsets_to_json(result.cursors)),
+    }
+
+
+def table_assets(spec: Spec) -> list:
+    return [_table_asset(spec, table) for table in spec.tables]
+
+
+def _source_key(table: TableDef) -> AssetKey:
+    return staging_key(table.source_pool) if table.from_staging else raw_key(table.source_pool)
+
+
+def _table_asset(spec: Spec, table: TableDef):
+    kind = "history (SCD2)" if table.scd2 else "current state (SCD1)"
+
+    @asset(
+        key=table_key(table.name),
+        deps=[_source_key(table)],
+        group_name="tables",
+        automation_condition=AutomationCondition.eager(),
+        description=f"Lake table {table.name}: {kind} of topic {table.source}, keys "
+        f"{', '.join(table.keys)} ({spec.path.name}).",
+        tags={"zync/stage": "table"},
+    )
+    def lake_table(
+        context: AssetExecutionContext,
+        spark: SparkResource,
+        schema_registry: SchemaRegistryResource,
+    ) -> MaterializeResult:
+        registry = schema_registry.registry()
+        (result,) = run_tables(spark.session(), spec, registry, only=table.name)
+        if result.run is None:
+            context.log.info(f"table {table.name}: nothing new in {table.source_pool}")
+        else:
+            context.log.info(
+                f"table {table.name}: run {result.run} applied {result.upserts} upserts and "
+                f"{result.deletes} deletes of {result.read} events ({result.ignored} change no row)"
+            )
+        return MaterializeResult(metadata=table_metadata(result))
+
+    return lake_table

@@ -1,0 +1,265 @@
+"""One pass of a lake table: the source pool's new events → one MERGE, with the new cursors.
+
+state    the table's run and cursors, from its newest commit (tables/state.py)
+read     the source's rows from the cursors to the pool's committed end (changes.py)
+type     the table's columns, widened or added as the events ask (columns.py); a change
+         that cannot widen stops the pass before anything is written
+log      deletes (SCD1) or every event (SCD2) appended to the table's change log, once
+         per run (Delta txn): what later passes must remember about keys (late events)
+merge    the touched keys' rows, folded from everything known about them (fold.py), in ONE
+         MERGE whose commit also records the new cursors and run (txn zync-table/<name>)
+
+A crash between log and merge is harmless: the run is retried with the same number, the
+log append is then a no-op, and the fold drops the duplicates.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from zync_assets.delta_writes import append_once
+from zync_assets.errors import ConcurrentWriter
+from zync_assets.ingest.ranges import Offsets
+from zync_assets.kafka.registry import Registry
+from zync_assets.pools import pool_exists, table_changes_path, table_path
+from zync_assets.spark import pinned, session_conf, unpin
+from zync_assets.spec import Spec
+from zync_assets.tables import fold
+from zync_assets.tables.changes import (
+    DELETE,
+    POSITION,
+    ROW,
+    SEQUENCE,
+    CompiledTable,
+    change_events,
+    compile_table,
+    new_rows,
+)
+from zync_assets.tables.columns import Columns, observed, plan_columns
+from zync_assets.tables.declared import Declared, declared_columns
+from zync_assets.tables.definition import TableDef
+from zync_assets.tables.merge import merge_source, merge_sql
+from zync_assets.tables.state import (
+    TableState,
+    app_id,
+    changes_app_id,
+    read_table_state,
+    table_metadata,
+)
+
+LOGGED_AT = "__LOGGED_AT"
+PRUNE_EVERY = 50  # runs between prunings of the change log's expired entries
+TABLE_PROPERTIES = {
+    "delta.enableChangeDataFeed": "true",
+    "delta.enableDeletionVectors": "true",
+    "delta.enableTypeWidening": "true",
+}
+
+
+@dataclass(frozen=True)
+class TableResult:
+    table: str
+    run: int | None  # None: nothing committed
+    previous: TableState = field(default_factory=TableState)
+    read: int = 0  # source events this pass read
+    upserts: int = 0
+    deletes: int = 0
+    ignored: int = 0  # events that change no row (no row image, no delete; e.g. truncate)
+    keys: int = 0  # keys the pass touched
+    cursors: Offsets = field(default_factory=dict)
+    note: str = ""
+
+
+def compile_tables(spark: SparkSession, spec: Spec) -> list[CompiledTable]:
+    return [compile_table(spark, spec, table) for table in spec.tables]
+
+
+def run_tables(
+    spark: SparkSession, spec: Spec, registry: Registry | None = None, only: str | None = None,
+    compiled: list[CompiledTable] | None = None, now: dt.datetime | None = None,
+) -> list[TableResult]:  # fmt: skip
+    """One pass of each of the spec's tables (or table `only`). `registry`: where the
+    sources' Avro schemas are, to type the columns (without it, from the values alone)."""
+    compiled = compiled if compiled is not None else compile_tables(spark, spec)
+    now = now or dt.datetime.now(dt.UTC)
+    chosen = [c for c in compiled if only is None or c.table.name == only]
+    return [apply_table(spark, c, now, registry) for c in chosen]
+
+
+def declared_types(compiled: CompiledTable, registry: Registry | None) -> dict[str, Declared]:
+    """The column types a raw Avro source's schemas declare (none for other sources)."""
+    table = compiled.table
+    if registry is None or table.from_staging:
+        return {}
+    if compiled.spec.formats()[table.source].value != "avro":
+        return {}
+    return declared_columns(registry.versions(f"{table.source}-value"), envelope=True)
+
+
+def apply_table(
+    spark: SparkSession, compiled: CompiledTable, now: dt.datetime, registry: Registry | None
+) -> TableResult:
+    table = compiled.table
+    path = table_path(table.name)
+    state = read_table_state(path, table.name) if pool_exists(path) else TableState()
+    found = new_rows(spark, compiled.spec, table, state.cursors)
+    if found is None or _caught_up(state.cursors, found.ends):
+        return TableResult(table.name, None, state, cursors=state.cursors, note="nothing new")
+    events = pinned(change_events(found.rows, compiled))
+    try:
+        declared = declared_types(compiled, registry)
+        return _apply(spark, compiled, state, events, found.ends, now, declared)
+    finally:
+        unpin(events)
+
+
+def _caught_up(cursors: Offsets, ends: Offsets) -> bool:
+    return all(
+        cursors.get(topic, {}).get(part, 0) >= end for topic, parts in ends.items()
+        for part, end in parts.items()
+    )  # fmt: skip
+
+
+def _apply(
+    spark: SparkSession, compiled: CompiledTable, state: TableState, events: DataFrame,
+    ends: Offsets, now: dt.datetime, declared: dict[str, Declared],
+) -> TableResult:  # fmt: skip
+    table = compiled.table
+    path = table_path(table.name)
+    counts = _counts(events)
+    seen = observed(events, table.keys)
+    columns = plan_columns(table, _current_columns(spark, path), seen, declared)
+    changes = _typed_events(events, columns)
+    run, attempt = state.run + 1, uuid.uuid4().hex
+    _ensure_tables(spark, compiled, columns)
+    _log_changes(changes, compiled, columns, run, now)
+    if run % PRUNE_EVERY == 0:
+        _prune_log(spark, table, now)
+    meta = table_metadata(table.name, run, attempt, ends, **counts)
+    _merge(spark, compiled, columns, changes, run, meta)
+    committed = read_table_state(path, table.name)
+    if committed.attempt != attempt:
+        raise ConcurrentWriter(
+            f"another writer applied run {run} of table {table.name} first; this pass wrote "
+            "nothing (its events are applied by that run)"
+        )
+    return TableResult(table.name, run, state, cursors=ends, **counts)
+
+
+def _applies() -> Column:
+    """Whether an event changes a row: it has a sequence, and deletes or carries a row image.
+    (Debezium's truncate and message events carry none; its tombstone has no `source`, so
+    no sequence taken from there: the delete event before it did the work.)"""
+    return F.col(SEQUENCE).isNotNull() & (F.col(DELETE) | F.col(ROW).isNotNull())
+
+
+def _counts(events: DataFrame) -> dict[str, int]:
+    row = events.select(
+        F.count(F.lit(1)).alias("read"),
+        F.count(F.when(_applies() & F.col(DELETE), 1)).alias("deletes"),
+        F.count(F.when(_applies() & ~F.col(DELETE), 1)).alias("upserts"),
+        F.count(F.when(~_applies(), 1)).alias("ignored"),
+    ).first()
+    assert row is not None
+    return row.asDict()
+
+
+def _current_columns(spark: SparkSession, path: str) -> dict[str, str]:
+    if not pool_exists(path):
+        return {}
+    schema = spark.read.format("delta").load(path).schema
+    return {f.name: f.dataType.simpleString() for f in schema.fields if not f.name.startswith("__")}
+
+
+def _typed_events(events: DataFrame, columns: Columns) -> DataFrame:
+    """The events that change a row, with the table's typed columns."""
+    return events.where(_applies()).select(
+        *columns.typed(), SEQUENCE, DELETE, ROW, POSITION,
+        F.lit(fold.FROM_NEW).alias(fold.PRIORITY),
+    )  # fmt: skip
+
+
+def _metadata_columns(compiled: CompiledTable) -> dict[str, str]:
+    seq = compiled.sequence_type
+    if compiled.table.scd2:
+        return {fold.START_AT: seq, fold.END_AT: seq, SEQUENCE: seq}
+    return {SEQUENCE: seq}
+
+
+def _ensure_tables(spark: SparkSession, compiled: CompiledTable, columns: Columns) -> None:
+    """Create the table and its change log, or add and widen the table's columns."""
+    table = compiled.table
+    path = table_path(table.name)
+    wanted = columns.types | _metadata_columns(compiled)
+    if not pool_exists(path):
+        props = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({_ddl(wanted)}) USING delta "
+            f"CLUSTER BY ({', '.join(table.keys)}) TBLPROPERTIES ({props})"
+        )
+    else:
+        current = spark.read.format("delta").load(path).schema
+        have = {f.name: f.dataType.simpleString() for f in current.fields}
+        added = {k: v for k, v in wanted.items() if k not in have}
+        if added:
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({_ddl(added)})")
+        for name, kind in wanted.items():
+            if name in have and have[name] != kind:
+                spark.sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN `{name}` TYPE {kind}")
+    log = table_changes_path(table.name)
+    if not pool_exists(log):
+        keys = {k: columns.types[k] for k in table.keys}
+        spec = keys | {SEQUENCE: compiled.sequence_type, DELETE: "boolean", ROW: "variant",
+                       LOGGED_AT: "timestamp", "__RUN": "bigint"}  # fmt: skip
+        spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{log}` ({_ddl(spec)}) USING delta")
+
+
+def _ddl(columns: dict[str, str]) -> str:
+    return ", ".join(f"`{name}` {kind}" for name, kind in columns.items())
+
+
+def _log_changes(
+    changes: DataFrame, compiled: CompiledTable, columns: Columns, run: int, now: dt.datetime
+) -> None:
+    """What later passes must remember: deletes (SCD1), or every event (SCD2)."""
+    table = compiled.table
+    logged = changes if table.scd2 else changes.where(F.col(DELETE))
+    keys = list(table.keys)
+    frame = logged.select(
+        *keys, SEQUENCE, DELETE, ROW,
+        F.lit(now).cast("timestamp").alias(LOGGED_AT), F.lit(run).cast("bigint").alias("__RUN"),
+    )  # fmt: skip
+    append_once(
+        frame, table_changes_path(table.name), changes_app_id(table.name), run,
+        conflict=f"another writer applied run {run} of table {table.name} at the same time",
+    )  # fmt: skip
+
+
+def _prune_log(spark: SparkSession, table: TableDef, now: dt.datetime) -> None:
+    """Forget what is older than the table's deleted-keys-retention window."""
+    horizon = now - dt.timedelta(seconds=table.retention_s)
+    spark.sql(
+        f"DELETE FROM delta.`{table_changes_path(table.name)}` WHERE {LOGGED_AT} < "
+        f"TIMESTAMP '{horizon.strftime('%Y-%m-%d %H:%M:%S')}+00:00'"
+    )
+
+
+def _merge(
+    spark: SparkSession, compiled: CompiledTable, columns: Columns, changes: DataFrame,
+    run: int, meta: str,
+) -> None:  # fmt: skip
+    table = compiled.table
+    source = merge_source(spark, compiled, columns, changes)
+    settings = {
+        "spark.databricks.delta.write.txnAppId": app_id(table.name),
+        "spark.databricks.delta.write.txnVersion": str(run),
+        "spark.databricks.delta.commitInfo.userMetadata": meta,
+        "spark.databricks.delta.skipRecordingEmptyCommits": "false",
+    }
+    with session_conf(spark, settings):
+        spark.sql(merge_sql(table_path(table.name), compiled, columns), source=source).collect()

@@ -1,0 +1,202 @@
+"""A lake table's columns: which fields of the row images, and their types.
+
+A pass finds the top-level fields its events' row images hold (`schema_of_variant_agg`)
+and types each one from the source's Avro schema where there is one (declared.py), else
+from the VARIANT values themselves (decimals then as DECIMAL(38,18): a VARIANT drops a
+decimal's declared scale). Then it merges them with the table's columns:
+
+- a field the table lacks becomes a new column (once it holds a non-null value);
+- integers are BIGINT; nested objects, arrays and mixed types VARIANT;
+- FLOAT widens to DOUBLE, a decimal to a wider one of the same scale; any other change
+  (a decimal's scale, a number becoming a string) is refused with one line naming the
+  column, before anything is written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from zync_assets.errors import ZyncError
+from zync_assets.tables.changes import ROW
+from zync_assets.tables.declared import Declared
+from zync_assets.tables.definition import COLUMN_NAME, TableDef
+
+VARIANT = "variant"
+_DECIMAL = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")
+_SCALARS = {
+    "TINYINT": "bigint", "SMALLINT": "bigint", "INT": "bigint", "BIGINT": "bigint",
+    "FLOAT": "float", "DOUBLE": "double", "BOOLEAN": "boolean", "STRING": "string",
+    "BINARY": "binary", "DATE": "date", "TIMESTAMP": "timestamp",
+    "TIMESTAMP_NTZ": "timestamp_ntz", "VARIANT": VARIANT,
+}  # fmt: skip
+_WIDENS = {("float", "double")}
+UNDECLARED_DECIMAL = "decimal(38,18)"
+
+
+class ColumnTypeError(ZyncError):
+    pass
+
+
+def split_fields(object_type: str) -> list[tuple[str, str]]:
+    """`OBJECT<a: BIGINT, b: OBJECT<c: STRING>>` → [(a, BIGINT), (b, OBJECT<c: STRING>)]."""
+    text = object_type.strip()
+    if not (text.startswith("OBJECT<") and text.endswith(">")):
+        return []
+    body, fields, depth, start = text[7:-1], [], 0, 0
+    parts = []
+    for i, char in enumerate(body):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    if body.strip():
+        parts.append(body[start:])
+    for part in parts:
+        name, _, kind = part.partition(":")
+        fields.append((name.strip().strip("`"), kind.strip()))
+    return fields
+
+
+def column_type(variant_type: str) -> str | None:
+    """The table column type for a field whose values have `variant_type` (None: only nulls)."""
+    if variant_type == "VOID":
+        return None
+    if variant_type.startswith(("OBJECT<", "ARRAY<")):
+        return VARIANT
+    if _DECIMAL.match(variant_type):
+        return UNDECLARED_DECIMAL
+    return _SCALARS.get(variant_type, VARIANT)
+
+
+def merged_type(table: str, column: str, current: str | None, seen: str | None) -> str | None:
+    """The column's type once the pass's values of type `seen` join those of type `current`."""
+    if seen is None or seen == current:
+        return current
+    if current is None:
+        return seen
+    if (current, seen) in _WIDENS or _wider_decimal(current, seen):
+        return seen  # the column widens
+    if (seen, current) in _WIDENS or _wider_decimal(seen, current):
+        return current  # the values fit as they are
+    raise ColumnTypeError(
+        f"table {table}: column {column} is {current} but new events hold {seen}; "
+        "it cannot widen to that: nothing was written (recreate the table, or leave the "
+        "column out with except-column-list)"
+    )
+
+
+def _wider_decimal(narrow: str, wide: str) -> bool:
+    """decimal(p1,s) → decimal(p2,s) with p2 > p1: a widening Delta applies in place."""
+    a, b = _LOWER_DECIMAL.match(narrow), _LOWER_DECIMAL.match(wide)
+    return bool(a and b and a.group(2) == b.group(2) and int(b.group(1)) > int(a.group(1)))
+
+
+_LOWER_DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A table's data columns (keys first) and their types, in table order."""
+
+    types: dict[str, str]
+    keys: tuple[str, ...]
+    readers: dict[str, str] = field(default_factory=dict)  # name → Declared.reader
+
+    def typed(self, skip: tuple[str, ...] = ()) -> list[Column]:
+        """The columns (but `skip`), read from the event's row image (keys also from its
+        Kafka key)."""
+        return [
+            _typed(name, kind, self.readers.get(name), name in self.keys)
+            for name, kind in self.types.items() if name not in skip
+        ]  # fmt: skip
+
+    def data(self) -> list[str]:
+        """The columns that are not keys."""
+        return [name for name in self.types if name not in self.keys]
+
+
+_READERS = {  # a Debezium time type's number → the column's value
+    "unix_date": ("int", "date_from_unix_date({})"),
+    "millis": ("bigint", "timestamp_millis({})"),
+    "micros": ("bigint", "timestamp_micros({})"),
+    "nanos": ("bigint", "timestamp_micros({} div 1000)"),
+}
+
+
+def _typed(name: str, kind: str, reader: str | None, key: bool) -> Column:
+    def read(variant: str) -> str:
+        if kind == VARIANT:
+            return f"variant_get({variant}, '$.{name}')"
+        if reader in _READERS:
+            stored, convert = _READERS[reader]
+            return convert.format(f"variant_get({variant}, '$.{name}', '{stored}')")
+        return f"variant_get({variant}, '$.{name}', '{kind}')"
+
+    value = read(ROW)
+    if key and kind != VARIANT:  # a tombstone has no row image: its key is in the Kafka key
+        value = f"coalesce({value}, {read('__KEY')})"
+    return F.expr(value).alias(name)
+
+
+def observed(events: DataFrame, keys: tuple[str, ...]) -> dict[str, str | None]:
+    """Each top-level field of the events' row images → its column type (None: only nulls);
+    key columns also from the Kafka keys (a tombstone has no row image)."""
+    found = events.select(
+        F.expr(f"schema_of_variant_agg({ROW})").alias("row"),
+        F.expr("schema_of_variant_agg(__KEY)").alias("key"),
+    ).first()
+    if found is None:
+        return {}
+    types: dict[str, str | None] = {}
+    for name, kind in split_fields(found["key"] or ""):
+        if name in keys:
+            types[name] = column_type(kind)
+    for name, kind in split_fields(found["row"] or ""):
+        seen = column_type(kind)
+        types[name] = seen if seen is not None else types.get(name)
+    return types
+
+
+def plan_columns(
+    table: TableDef,
+    current: dict[str, str],
+    seen: dict[str, str | None],
+    declared: dict[str, Declared] | None = None,
+) -> Columns:
+    """The table's columns after this pass: its `current` ones (name → type), widened where
+    the events' types ask for it, and the new fields the table keeps. `declared`: the
+    types the source's schemas give (they win over the values' own)."""
+    declared = declared or {}
+    seen = {
+        name: declared[name].type if name in declared and kind is not None else kind
+        for name, kind in seen.items()
+    }
+    types = dict(current)
+    for name in [*table.keys, *seen]:
+        if not table.keeps(name):
+            continue
+        if name not in current and not COLUMN_NAME.match(name):
+            raise ColumnTypeError(
+                f"table {table.name}: source column {name!r} cannot be a table column "
+                "(letters, digits and _ only): leave it out with except-column-list"
+            )
+        merged = merged_type(table.name, name, current.get(name), seen.get(name))
+        if merged is not None:
+            types[name] = merged
+    missing = [k for k in table.keys if k not in types]
+    if missing:
+        raise ColumnTypeError(
+            f"table {table.name}: key column {missing[0]} is in no event's row or Kafka key"
+        )
+    ordered = {k: types[k] for k in table.keys} | {
+        k: v for k, v in types.items() if k not in table.keys
+    }
+    readers = {n: d.reader for n, d in declared.items() if n in ordered and d.reader}
+    return Columns(ordered, table.keys, readers)

@@ -1,0 +1,132 @@
+"""Column types declared by a topic's Avro schemas: the row image (`after`) of its envelopes.
+
+A VARIANT keeps a value's type but not all of its schema's: a decimal loses its declared
+precision and its trailing zeros (1.50 is 1.5), and Debezium's time types are plain
+numbers or strings (io.debezium.time.Date is an int of days). So for a raw pool's Avro
+topic, a table takes its columns' types from the registry's schemas of `<topic>-value`,
+every version, newest last:
+
+| Avro (or Debezium's `connect.name`)                        | column |
+|------------------------------------------------------------|--------|
+| int, long                                                  | bigint |
+| float / double / boolean / string / bytes                  | float / double / boolean / string / binary |
+| decimal(p, s) (bytes or fixed)                             | decimal(p, s) (p at most 38) |
+| date, io.debezium.time.Date                                | date |
+| timestamp-millis/-micros, io.debezium.time.Timestamp, MicroTimestamp, NanoTimestamp, ZonedTimestamp | timestamp |
+| record, map, array, other unions                           | variant |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+VARIANT = "variant"
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A column's type and how to read it from its VARIANT value (None: a plain cast)."""
+
+    type: str
+    reader: str | None = None  # unix_date | millis | micros | nanos
+
+
+_DEBEZIUM = {
+    "io.debezium.time.Date": Declared("date", "unix_date"),
+    "io.debezium.time.Timestamp": Declared("timestamp", "millis"),
+    "io.debezium.time.MicroTimestamp": Declared("timestamp", "micros"),
+    "io.debezium.time.NanoTimestamp": Declared("timestamp", "nanos"),
+    "io.debezium.time.ZonedTimestamp": Declared("timestamp"),
+}
+_LOGICAL = {
+    "date": Declared("date"),
+    "timestamp-millis": Declared("timestamp"),
+    "timestamp-micros": Declared("timestamp"),
+    "local-timestamp-millis": Declared("timestamp_ntz"),
+    "local-timestamp-micros": Declared("timestamp_ntz"),
+}
+_PRIMITIVE = {
+    "int": "bigint", "long": "bigint", "float": "float", "double": "double",
+    "boolean": "boolean", "string": "string", "bytes": "binary", "fixed": "binary",
+    "enum": "string",
+}  # fmt: skip
+
+
+def declared_columns(schemas: list[Any], envelope: bool) -> dict[str, Declared]:
+    """Column name → type, from a topic's value schemas (oldest first; a newer one wins).
+    `envelope`: the schemas are Debezium envelopes, whose `after` record is the row."""
+    columns: dict[str, Declared] = {}
+    for schema in schemas:
+        row = _row_record(schema, envelope)
+        for field in row.get("fields", []) if row else []:
+            if isinstance(field, dict) and isinstance(field.get("name"), str):
+                columns[field["name"]] = avro_column(field.get("type"))
+    return columns
+
+
+def _row_record(schema: Any, envelope: bool) -> dict | None:
+    named: dict[str, Any] = {}
+    _collect_names(schema, named)
+    if not envelope:
+        return schema if isinstance(schema, dict) and schema.get("type") == "record" else None
+    if not isinstance(schema, dict):
+        return None
+    for field in schema.get("fields", []):
+        if isinstance(field, dict) and field.get("name") in ("after", "before"):
+            record = _non_null(field.get("type"))
+            if isinstance(record, str):
+                record = named.get(record)
+            if isinstance(record, dict) and record.get("type") == "record":
+                return record
+    return None
+
+
+def _collect_names(schema: Any, named: dict[str, Any]) -> None:
+    """Named types by name and full name, so a later reference finds its record."""
+    if isinstance(schema, list):
+        for branch in schema:
+            _collect_names(branch, named)
+    elif isinstance(schema, dict):
+        if schema.get("type") in ("record", "enum", "fixed") and "name" in schema:
+            name = schema["name"]
+            named[name] = schema
+            if schema.get("namespace"):
+                named[f"{schema['namespace']}.{name}"] = schema
+        for field in schema.get("fields", []):
+            if isinstance(field, dict):
+                _collect_names(field.get("type"), named)
+        for key in ("items", "values"):
+            if key in schema:
+                _collect_names(schema[key], named)
+
+
+def _non_null(kind: Any) -> Any:
+    if isinstance(kind, list):
+        branches = [b for b in kind if b != "null"]
+        return branches[0] if len(branches) == 1 else kind
+    return kind
+
+
+def avro_column(kind: Any) -> Declared:
+    kind = _non_null(kind)
+    if isinstance(kind, list):
+        return Declared(VARIANT)
+    if isinstance(kind, str):
+        return Declared(_PRIMITIVE.get(kind, VARIANT))
+    if not isinstance(kind, dict):
+        return Declared(VARIANT)
+    connect = kind.get("connect.name")
+    if connect in _DEBEZIUM:
+        return _DEBEZIUM[connect]
+    logical = kind.get("logicalType")
+    if logical == "decimal":
+        scale = int(kind.get("scale", 0))
+        precision = min(int(kind.get("precision", 38)), 38)
+        return Declared(f"decimal({max(precision, scale)},{scale})")
+    if logical in _LOGICAL:
+        return _LOGICAL[logical]
+    base = kind.get("type")
+    if base in ("record", "map", "array"):
+        return Declared(VARIANT)
+    return Declared(_PRIMITIVE.get(base, VARIANT) if isinstance(base, str) else VARIANT)

@@ -1,0 +1,113 @@
+"""The MERGE of one pass: what changes for the touched keys, and the statement that applies it.
+
+SCD1 merges one row per touched key (upsert or delete), skipping keys whose stored row
+is still the newest. SCD2 merges the difference between the touched keys' stored
+versions and their rebuilt history, by (keys, __START_AT): versions to insert, to
+update (a new end, untracked columns) and to delete (a version a late event split).
+Either way MERGE rewrites only the files that hold touched keys.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from zync_assets.pools import table_changes_path, table_path
+from zync_assets.tables import fold
+from zync_assets.tables.changes import DELETE, POSITION, ROW, SEQUENCE, CompiledTable
+from zync_assets.tables.columns import Columns
+
+ACTION = "__ACTION"
+
+
+def merge_source(
+    spark: SparkSession, compiled: CompiledTable, columns: Columns, changes: DataFrame
+) -> DataFrame:
+    table = compiled.table
+    keys, data = list(table.keys), columns.data()
+    touched = changes.select(*keys).distinct()
+    stored = (
+        spark.read.format("delta").load(table_path(table.name)).join(touched, keys, "left_semi")
+    )
+    logged = (
+        spark.read.format("delta")
+        .load(table_changes_path(table.name))
+        .join(touched, keys, "left_semi")
+        .select(
+            *keys,
+            *columns.typed(skip=table.keys),
+            SEQUENCE,
+            DELETE,
+            F.lit(fold.FROM_LOG).alias(fold.PRIORITY),
+        )
+    )
+    new = changes.drop(ROW)
+    if table.scd2:
+        known = fold.table_as_scd2_events(stored, keys, data)
+    else:
+        known = fold.table_as_scd1_events(stored, [*keys, *data])
+    events = fold.deduplicated(
+        _with_position(new).unionByName(_with_position(logged)).unionByName(_with_position(known)),
+        keys,
+    )
+    if not table.scd2:
+        newest = fold.scd1_rows(events, keys, data)
+        return newest.where(F.col(fold.PRIORITY) != fold.FROM_TABLE).drop(fold.PRIORITY)
+    tracked = [c for c in data if table.tracks(c)]
+    return _differences(fold.scd2_versions(events, keys, data, tracked), stored, keys, data)
+
+
+def _with_position(frame: DataFrame) -> DataFrame:
+    if POSITION in frame.columns:
+        return frame
+    return frame.withColumn(POSITION, F.lit(None).cast("struct<partition: int, offset: bigint>"))
+
+
+def _differences(
+    rebuilt: DataFrame, stored: DataFrame, keys: list[str], data: list[str]
+) -> DataFrame:
+    """Rebuilt versions vs stored ones, by key and start: insert, update or delete."""
+    stamp = [fold.END_AT, SEQUENCE]
+    new = rebuilt.select(*keys, fold.START_AT, F.struct(*data, *stamp).alias("__new"))
+    old = stored.select(*keys, fold.START_AT, F.struct(*data, *stamp).alias("__old"))
+    joined = new.join(old, [*keys, fold.START_AT], "full_outer")
+    action = (
+        F.when(F.col("__old").isNull(), F.lit("insert"))
+        .when(F.col("__new").isNull(), F.lit("delete"))
+        .when(~F.col("__new").eqNullSafe(F.col("__old")), F.lit("update"))
+    )
+    return joined.select(
+        *keys,
+        fold.START_AT,
+        *(F.col(f"__new.{c}").alias(c) for c in [*data, *stamp]),
+        action.alias(ACTION),
+    ).where(F.col(ACTION).isNotNull())
+
+
+def merge_sql(path: str, compiled: CompiledTable, columns: Columns) -> str:
+    """The MERGE statement over the source frame `{source}` (merge_source's)."""
+    table = compiled.table
+    on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in table.keys)
+    names = list(columns.types)
+    if table.scd2:
+        names += [fold.START_AT, fold.END_AT, SEQUENCE]
+        on += f" AND t.{fold.START_AT} <=> s.{fold.START_AT}"
+    sets = ", ".join(f"t.`{n}` = s.`{n}`" for n in names)
+    cols = ", ".join(f"`{n}`" for n in names)
+    values = ", ".join(f"s.`{n}`" for n in names)
+    if table.scd2:
+        return (
+            f"MERGE INTO delta.`{path}` t USING {{source}} s ON {on} "
+            f"WHEN MATCHED AND s.{ACTION} = 'delete' THEN DELETE "
+            f"WHEN MATCHED AND s.{ACTION} = 'update' THEN UPDATE SET {sets} "
+            f"WHEN NOT MATCHED AND s.{ACTION} = 'insert' THEN INSERT ({cols}) VALUES ({values})"
+        )
+    sets += f", t.{SEQUENCE} = s.{SEQUENCE}"
+    cols += f", {SEQUENCE}"
+    values += f", s.{SEQUENCE}"
+    return (
+        f"MERGE INTO delta.`{path}` t USING {{source}} s ON {on} "
+        f"WHEN MATCHED AND s.{DELETE} THEN DELETE "
+        f"WHEN MATCHED AND NOT (t.{SEQUENCE} <=> s.{SEQUENCE}) THEN UPDATE SET {sets} "
+        f"WHEN NOT MATCHED AND NOT s.{DELETE} THEN INSERT ({cols}) VALUES ({values})"
+    )

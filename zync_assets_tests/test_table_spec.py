@@ -1,0 +1,110 @@
+"""A spec's `tables:` section: parsed as Spark's Auto CDC names it, each error naming the
+file, the table and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zync_assets.errors import ZyncError
+from zync_assets.pools import check_pool_name
+from zync_assets.spec import load_spec
+from zync_assets.tables.columns import ColumnTypeError, column_type, merged_type, split_fields
+
+HEAD = """
+inputs:
+  - {topic: shop.public.items, pool: Raw}
+outputs:
+  - {topic: items_out, pool: Staging}
+transforms:
+  - {type: stateless, in: shop.public.items, out: items_out, sql: "in.key AS key, in.after AS value"}
+tables:
+"""
+
+
+def spec(tmp_path: Path, tables: str):
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + tables)
+    return load_spec(path)
+
+
+def test_a_table_with_every_option(tmp_path: Path) -> None:
+    (table,) = spec(tmp_path, """
+  - name: item_history
+    source: shop.public.items
+    keys: [tenant, id]
+    sequence-by: [source:lsn::bigint, source:ts_ms::bigint]
+    apply-as-deletes: op = 'd'
+    stored-as: scd2
+    except-column-list: [secret]
+    track-history-column-list: [price]
+    deleted-keys-retention: 2d
+""").tables  # fmt: skip
+    assert table.source_pool == "Raw" and not table.from_staging
+    assert table.keys == ("tenant", "id")
+    assert table.sequence_by == ("source:lsn::bigint", "source:ts_ms::bigint")
+    assert table.scd2 and table.retention_s == 2 * 86400
+    assert table.keeps("id") and table.keeps("price") and not table.keeps("secret")
+    assert table.tracks("price") and not table.tracks("name")
+
+
+def test_defaults_and_a_staging_source(tmp_path: Path) -> None:
+    (table,) = spec(tmp_path, "  - {name: items, source: items_out, keys: id}\n").tables
+    assert (table.source_pool, table.from_staging) == ("Staging", True)
+    assert table.sequence_by == ("kafka.offset",)
+    assert table.apply_as_deletes is None and table.stored_as == "scd1"
+    assert table.retention_s == 7 * 86400
+
+
+@pytest.mark.parametrize(
+    ("tables", "error"),
+    [
+        ("  - {name: t, source: nope, keys: [id]}", r"tables\[t\] source: 'nope' is neither"),
+        ("  - {name: t, source: items_out}", r"tables\[t\] keys: missing"),
+        ("  - {name: '../x', source: items_out, keys: [id]}", r"tables\[1\] name: '../x' is not"),
+        ("  - {name: t, source: items_out, keys: [id], stored-as: scd3}",
+         r"tables\[t\] stored-as: 'scd3': expected scd1 or scd2"),
+        ("  - {name: t, source: items_out, keys: [id], track-history-column-list: [a]}",
+         r"tables\[t\] track-history-column-list: only an scd2 table keeps history"),
+        ("  - {name: t, source: items_out, keys: [id], column-list: [a], except-column-list: [b]}",
+         r"tables\[t\] except-column-list: give column-list or except-column-list"),
+        ("  - {name: t, source: items_out, keys: [id], except-column-list: [id]}",
+         r"tables\[t\] except-column-list: 'id' is a key"),
+        ("  - {name: t, source: items_out, keys: ['a b']}", r"tables\[t\] keys: 'a b' is not a column"),
+        ("  - {name: t, source: items_out, keys: [id, id]}", r"tables\[t\] keys: lists a column twice"),
+        ("  - {name: t, source: items_out, keys: [id], sequnce-by: x}",
+         r"tables\[t\] sequnce-by: not a field of a table"),
+        ("  - {name: t, source: items_out, keys: [id], deleted-keys-retention: soon}",
+         r"tables\[t\] deleted-keys-retention: bad duration"),
+        ("  - {name: t, source: items_out, keys: [id]}\n  - {name: t, source: items_out, keys: [id]}",
+         r"tables\[t\] name: is used by two tables"),
+        ("  oops", r"tables: expected a non-empty list"),
+    ],
+)  # fmt: skip
+def test_bad_tables_name_the_file_table_and_field(tmp_path: Path, tables: str, error: str) -> None:
+    with pytest.raises(ZyncError, match=r"s\.yaml: " + error):
+        spec(tmp_path, tables + "\n")
+
+
+def test_the_tables_folder_is_no_pool_name() -> None:
+    with pytest.raises(ZyncError, match="the lake keeps its tables there"):
+        check_pool_name("_tables")
+
+
+def test_column_types_from_variant_types() -> None:
+    fields = split_fields(
+        "OBJECT<a: BIGINT, b: DECIMAL(5,2), c: OBJECT<x: STRING, y: INT>, d: VOID>"
+    )
+    assert [(n, column_type(t)) for n, t in fields] == [
+        ("a", "bigint"), ("b", "decimal(38,2)"), ("c", "variant"), ("d", None),
+    ]  # fmt: skip
+    assert merged_type("t", "a", "float", "double") == "double"
+    assert merged_type("t", "a", "double", "float") == "double"
+    assert merged_type("t", "a", None, "string") == "string"
+    assert merged_type("t", "a", "string", None) == "string"
+    with pytest.raises(
+        ColumnTypeError,
+        match="table t: column a is decimal.38,2. but new events hold decimal.38,3.",
+    ):
+        merged_type("t", "a", "decimal(38,2)", "decimal(38,3)")
