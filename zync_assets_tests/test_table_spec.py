@@ -105,6 +105,6 @@ def test_column_types_from_variant_types() -> None:
     assert merged_type("t", "a", "string", None) == "string"
     with pytest.raises(
         ColumnTypeError,
-        match="table t: column a is decimal.38,2. but new events hold decimal.38,3.",
+        match=r"table t: column a is decimal.38,2. but new events hold decimal.38,3.",
     ):
         merged_type("t", "a", "decimal(38,2)", "decimal(38,3)")
