@@ -55,7 +55,7 @@ def latest_commit(
                 "and no carry of it survives; run `zync pool maintain` (or `zync run --follow`) "
                 "more often than the retention window (see docs/operations.md#maintenance)"
             )
-        entries = _user_metadata(info)
+        entries = user_metadata(info)
         if CARRY_KEY in entries:
             carried = carried or _carried(entries[CARRY_KEY], key, match)
         elif _matches(entries.get(key), match):
@@ -79,7 +79,7 @@ def newest_states(path: str, read: int) -> dict[str, list[Commit]]:
         info = commit_info(commit_file(path, version))
         if info is None:
             break
-        entries = _user_metadata(info)
+        entries = user_metadata(info)
         if CARRY_KEY in entries:
             carry = entries[CARRY_KEY]
             if carry["read"] > carried_read:
@@ -116,7 +116,7 @@ def _carried(
     return carry["read"], None
 
 
-def _user_metadata(info: dict[str, Any]) -> dict[str, Any]:
+def user_metadata(info: dict[str, Any]) -> dict[str, Any]:
     """A commit's userMetadata as zync writes it: a JSON object ({} for anyone else's)."""
     try:
         parsed = json.loads(info.get("userMetadata") or "{}")

@@ -1,8 +1,8 @@
-"""The continuous pipeline: ingest → ETL → to-kafka for a set of specs, on one Spark session.
+"""The continuous pipeline: ingest → ETL → to-kafka → tables for some specs, on one Spark session.
 
 One pass runs every stage in order, each as soon as the one before committed:
 ingest each raw pool of the specs, run each spec's ETL whose raw pools changed, sync
-each output topic whose staging pool changed. A pass that finds nothing new costs a
+each output topic whose staging pool changed, apply each lake table whose pool changed. A pass that finds nothing new costs a
 Kafka watermark query and a few directory listings, no Spark job.
 
 Exactly once comes from the stages themselves (ingest's progress in the pool, ETL's
@@ -38,6 +38,8 @@ from zync_assets.settings import KafkaSettings
 from zync_assets.spark import sized_work
 from zync_assets.spec import Route, Spec, all_raw_pools
 from zync_assets.status import etl_backlog
+from zync_assets.tables.apply import TableResult, apply_table, compile_tables
+from zync_assets.tables.changes import CompiledTable
 from zync_assets.tokafka.sync import SyncResult, sync_topic
 
 T = TypeVar("T")
@@ -56,6 +58,8 @@ class PipelineReporter(Protocol):
 
     def synced(self, spec: Spec, route: Route, result: SyncResult) -> None: ...
 
+    def tabled(self, spec: Spec, result: TableResult) -> None: ...
+
     def conflicted(self, stage: str, message: str) -> None: ...
 
     def maintained(self, result: Maintained) -> None: ...
@@ -72,8 +76,9 @@ class PassResult:
     ingested: list[IngestResult] = field(default_factory=list)
     transformed: list[EtlResult] = field(default_factory=list)
     synced: list[SyncResult] = field(default_factory=list)
+    tabled: list[TableResult] = field(default_factory=list)
     conflicts: int = 0
-    seconds: dict[str, float] = field(default_factory=dict)  # per stage: ingest, etl, to-kafka
+    seconds: dict[str, float] = field(default_factory=dict)  # per stage: ingest, etl, to-kafka, …
 
     @property
     def did_work(self) -> bool:
@@ -81,6 +86,7 @@ class PassResult:
             any(r.run is not None for r in self.ingested)
             or any(r.run is not None for r in self.transformed)
             or any(r.sent for r in self.synced)
+            or any(r.run is not None for r in self.tabled)
         )
 
 
@@ -102,6 +108,8 @@ class Pipeline:
     _sync_saw: dict[str, int | None] = field(default_factory=dict)
     _sent: dict[str, int] = field(default_factory=dict)  # topic -> next staging offset to send
     _compiled: dict[str, list[CompiledRule]] = field(default_factory=dict)
+    _table_saw: dict[str, int | None] = field(default_factory=dict)  # table -> its pool's version
+    _tables: dict[str, list[CompiledTable]] = field(default_factory=dict)
 
     def pass_once(self, reporter: PipelineReporter) -> PassResult:
         result = PassResult()
@@ -115,9 +123,14 @@ class Pipeline:
         for spec in self.specs:
             for route in spec.outputs:
                 self._sync(spec, route, reporter, result)
-        result.seconds["to-kafka"] = self.clock() - started
+        result.seconds["to-kafka"], started = self.clock() - started, self.clock()
+        if any(spec.tables for spec in self.specs):
+            for spec in self.specs:
+                self._apply_tables(spec, reporter, result)
+            result.seconds["tables"] = self.clock() - started
+        started = self.clock()
         if self.maintenance is not None and self._maintain(reporter, result):
-            result.seconds["maintenance"] = self.clock() - started - result.seconds["to-kafka"]
+            result.seconds["maintenance"] = self.clock() - started
         reporter.finished()
         return result
 
@@ -218,6 +231,23 @@ class Pipeline:
         self._sent[route.topic] = done.next_offset
         result.synced.append(done)
         reporter.synced(spec, route, done)
+
+    def _apply_tables(self, spec: Spec, reporter: PipelineReporter, result: PassResult) -> None:
+        if spec.name not in self._tables:  # checked once, against Spark
+            self._tables[spec.name] = compile_tables(self.spark, spec)
+        for compiled in self._tables[spec.name]:
+            table = compiled.table
+            version = pool_version(pool_path(table.source_pool))
+            if version is None or self._table_saw.get(table.name) == version:
+                continue  # no pool yet, or nothing committed to it since the last pass
+            done = _unless_raced("tables", reporter, result, lambda c=compiled: apply_table(
+                self.spark, c, dt.datetime.now(dt.UTC), self.registry,
+            ))  # fmt: skip
+            if done is None:
+                continue
+            self._table_saw[table.name] = version
+            result.tabled.append(done)
+            reporter.tabled(spec, done)
 
 
 def _unless_raced(

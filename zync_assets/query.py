@@ -1,7 +1,12 @@
-"""`zync query`: Spark SQL over pools, each pool a table named after it."""
+"""`zync query`: Spark SQL over pools and lake tables, each a view named after it.
+
+`as_of` reads each of them as of a Delta version (a number) or a time (anything else
+Delta takes, e.g. `2026-11-25 10:00:00`): time travel within the log's retention.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 
@@ -9,24 +14,73 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import SparkSession
 
 from zync_assets.errors import ZyncError
-from zync_assets.pools import list_pools, pool_path
+from zync_assets.pools import list_pools, list_tables, pool_path, table_path
 
 
-def register_pools(spark: SparkSession) -> list[str]:
-    """Make every pool of the lake a temporary view of the same name."""
-    names = list_pools()
-    for name in names:
-        spark.read.format("delta").load(pool_path(name)).createOrReplaceTempView(f"`{name}`")
-    return names
+def register_pools(spark: SparkSession, as_of: str | None = None) -> list[str]:
+    """Make every pool and lake table a temporary view of the same name (a pool keeps its
+    name where a table has it too; the table is then `table_<name>`). With `as_of`, each
+    as of that version or time; one that did not exist yet is left out."""
+    if as_of is not None:
+        check_as_of(as_of)
+    pools = list_pools()
+    views = {name: pool_path(name) for name in pools}
+    for name in list_tables():
+        views[f"table_{name}" if name in views else name] = table_path(name)
+    registered = []
+    for view, path in views.items():
+        reader = spark.read.format("delta")
+        if as_of is not None:
+            reader = reader.option("versionAsOf" if as_of.isdigit() else "timestampAsOf", as_of)
+        try:
+            frame = reader.load(path)
+            frame.schema  # noqa: B018  # resolves the version now: a missing one fails here
+        except AnalysisException:
+            if as_of is None:
+                raise
+            continue  # the table has no such version or time (younger, or vacuumed)
+        frame.createOrReplaceTempView(f"`{view}`")
+        registered.append(view)
+    return registered
 
 
-def run_query(spark: SparkSession, sql: str) -> Iterator[dict]:
+def check_as_of(as_of: str) -> str:
+    """`as_of` if it is a version number or an ISO date/time; else a one-line error."""
+    try:
+        if not as_of.isdigit():
+            dt.datetime.fromisoformat(as_of)
+    except ValueError:
+        raise ZyncError(
+            f"--as-of {as_of!r}: give a Delta version (e.g. 12) or a time "
+            "(e.g. 2026-11-25 or '2026-11-25 10:00:00')"
+        ) from None
+    return as_of
+
+
+def change_feed(spark: SparkSession, path: str, start: int, end: int | None) -> Iterator[dict]:
+    """Rows of a table's change data feed from version `start` to `end` (default newest)."""
+    reader = spark.read.format("delta").option("readChangeFeed", "true")
+    reader = reader.option("startingVersion", start)
+    if end is not None:
+        reader = reader.option("endingVersion", end)
+    try:
+        frame = reader.load(path).orderBy("_commit_version")
+        yield from _json_rows(frame)
+    except AnalysisException as exc:
+        raise ZyncError(f"change feed of {path}: {str(exc).strip().splitlines()[0]}") from exc
+
+
+def run_query(spark: SparkSession, sql: str, as_of: str | None = None) -> Iterator[dict]:
     """Rows of `sql` as JSON-ready dicts (VARIANT columns rendered as JSON)."""
-    register_pools(spark)
+    register_pools(spark, as_of)
     try:
         frame = spark.sql(sql)
     except (ParseException, AnalysisException) as exc:
         raise ZyncError(f"query failed: {str(exc).strip().splitlines()[0]}") from exc
+    yield from _json_rows(frame)
+
+
+def _json_rows(frame) -> Iterator[dict]:
     for line in frame.toJSON().toLocalIterator():
         # An RDD of strings locally; through Spark Connect, a frame of one string column.
         yield json.loads(line if isinstance(line, str) else line[0])

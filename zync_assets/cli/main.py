@@ -13,6 +13,7 @@ from zync_assets.cli.pools import pool, query
 from zync_assets.cli.run import run
 from zync_assets.cli.stack import stack
 from zync_assets.cli.status import status
+from zync_assets.cli.tables import table
 from zync_assets.cli.tokafka import to_kafka
 from zync_assets.cli.topics import consume, info, ls, produce
 from zync_assets.errors import ZyncError
@@ -45,6 +46,7 @@ for command in (
     status,
     query,
     pool,
+    table,
 ):
     zync.add_command(command)
 

@@ -60,10 +60,12 @@ def pool_maintain(names: tuple[str, ...]) -> None:
 
 @click.command()
 @click.argument("sql")
-def query(sql: str) -> None:
-    """Run Spark SQL over the pools (each pool is a table) and print JSON lines."""
+@click.option("--as-of", help="Read every pool and table as of this Delta version or time.")
+def query(sql: str, as_of: str | None) -> None:
+    """Run Spark SQL over the pools and lake tables (each is a view of its name) and
+    print JSON lines."""
     from zync_assets.query import run_query
     from zync_assets.spark import spark_session
 
-    for row in run_query(spark_session(), sql):
+    for row in run_query(spark_session(), sql, as_of):
         click.echo(json.dumps(row, ensure_ascii=False))

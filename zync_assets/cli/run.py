@@ -23,6 +23,7 @@ from zync_assets.pipeline import PassResult, Pipeline, PipelineReporter
 from zync_assets.settings import kafka_settings, registry_settings
 from zync_assets.spec import Route, Spec, load_spec
 from zync_assets.stack.dagster import instance_home
+from zync_assets.tables.apply import TableResult, describe_table
 from zync_assets.timeparse import parse_duration
 from zync_assets.tokafka.sync import SyncResult
 
@@ -44,6 +45,10 @@ class PrintedReport:
     def synced(self, spec: Spec, route: Route, result: SyncResult) -> None:
         if result.sent:
             click.echo(describe_sync(result))
+
+    def tabled(self, spec: Spec, result: TableResult) -> None:
+        if result.run is not None:
+            click.echo(describe_table(result))
 
     def conflicted(self, stage: str, message: str) -> None:
         click.echo(f"zync: {stage}: {message}; continuing from the new state", err=True)

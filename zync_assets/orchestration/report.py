@@ -29,9 +29,11 @@ from zync_assets.ingest.ingest import IngestResult
 from zync_assets.maintenance import Maintained
 from zync_assets.orchestration.raw import raw_pool_materialization
 from zync_assets.orchestration.staging import etl_materializations
+from zync_assets.orchestration.tables import table_materialization
 from zync_assets.orchestration.tokafka import output_topic_materialization
 from zync_assets.pipeline import PipelineReporter
 from zync_assets.spec import Route, Spec
+from zync_assets.tables.apply import TableResult
 from zync_assets.tokafka.sync import SyncResult
 
 RunlessEvent = AssetMaterialization | AssetCheckEvaluation
@@ -94,6 +96,11 @@ class DagsterReport:
         self.then.synced(spec, route, result)
         if result.sent:
             self._pass.append(lambda: runless_events([output_topic_materialization(spec, result)]))
+
+    def tabled(self, spec: Spec, result: TableResult) -> None:
+        self.then.tabled(spec, result)
+        if result.run is not None:
+            self._pass.append(lambda: runless_events([table_materialization(result)]))
 
     def conflicted(self, stage: str, message: str) -> None:
         self.then.conflicted(stage, message)

@@ -38,6 +38,11 @@ def table_metadata(result: TableResult) -> dict[str, Any]:
     }
 
 
+def table_materialization(result: TableResult) -> MaterializeResult:
+    """What a table's commit records in Dagster, from a run or from `zync run`."""
+    return MaterializeResult(asset_key=table_key(result.table), metadata=table_metadata(result))
+
+
 def table_assets(spec: Spec) -> list:
     return [_table_asset(spec, table) for table in spec.tables]
 
@@ -72,6 +77,6 @@ def _table_asset(spec: Spec, table: TableDef):
                 f"table {table.name}: run {result.run} applied {result.upserts} upserts and "
                 f"{result.deletes} deletes of {result.read} events ({result.ignored} change no row)"
             )
-        return MaterializeResult(metadata=table_metadata(result))
+        return table_materialization(result)
 
     return lake_table

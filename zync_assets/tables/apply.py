@@ -70,9 +70,18 @@ class TableResult:
     upserts: int = 0
     deletes: int = 0
     ignored: int = 0  # events that change no row (no row image, no delete; e.g. truncate)
-    keys: int = 0  # keys the pass touched
     cursors: Offsets = field(default_factory=dict)
     note: str = ""
+
+
+def describe_table(result: TableResult) -> str:
+    """One line for a terminal: what a table pass applied."""
+    if result.run is None:
+        return f"table {result.table}: {result.note or 'nothing new'}"
+    return (
+        f"table {result.table}: run {result.run}: applied {result.upserts} upserts and "
+        f"{result.deletes} deletes of {result.read} events ({result.ignored} change no row)"
+    )
 
 
 def compile_tables(spark: SparkSession, spec: Spec) -> list[CompiledTable]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from zync_assets.commits import latest_commit, metadata
+from zync_assets.commits import commit_info, latest_commit, metadata, user_metadata
 from zync_assets.ingest.ranges import Offsets, offsets_from_json, offsets_to_json
+from zync_assets.pools import commit_file, pool_version
 
 METADATA_KEY = "zync_table"
 
@@ -55,3 +56,32 @@ def table_metadata(table: str, run: int, attempt: str, cursors: Offsets, **count
         METADATA_KEY, table=table, run=run, attempt=attempt, cursors=offsets_to_json(cursors),
         **counts,
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TableVersion:
+    """One commit of a table, as `zync table history` shows it."""
+
+    version: int
+    timestamp: int  # ms since the epoch
+    operation: str
+    run: int | None  # the table pass that made it (None: schema changes, maintenance)
+    cursors: Offsets
+    counts: dict[str, int]
+
+
+def table_history(path: str, table: str) -> list[TableVersion]:
+    """Every commit still in the table's log, oldest first, read from the commit files."""
+    newest = pool_version(path)
+    versions = []
+    for version in range(0, -1 if newest is None else newest + 1):
+        info = commit_info(commit_file(path, version))
+        if info is None:
+            continue  # removed by log retention
+        data = user_metadata(info).get(METADATA_KEY) or {}
+        counts = {k: v for k, v in data.items() if k in ("read", "upserts", "deletes", "ignored")}
+        versions.append(TableVersion(
+            version, int(info.get("timestamp", 0)), str(info.get("operation", "")),
+            data.get("run"), offsets_from_json(data.get("cursors", {})), counts,
+        ))  # fmt: skip
+    return versions
