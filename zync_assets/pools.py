@@ -111,6 +111,12 @@ def list_pools() -> list[str]:
     return sorted(p.name for p in lake.iterdir() if pool_exists(str(p)))
 
 
+def drop_table_files(name: str) -> None:
+    """Delete a lake table and its change log (a demo's fresh start)."""
+    shutil.rmtree(table_path(name), ignore_errors=True)
+    shutil.rmtree(table_changes_path(name), ignore_errors=True)
+
+
 def drop_pool_files(pool: str) -> None:
     """Delete a pool and its dead-letter table from the lake (a demo's fresh start)."""
     shutil.rmtree(pool_path(pool), ignore_errors=True)

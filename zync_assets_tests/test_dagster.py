@@ -118,6 +118,9 @@ def test_raw_then_staging_and_done_materialize_with_passing_checks(
         tmp_path / "flow.yaml", topic, "FlowRaw", "FlowStaging",
         "where: \"op = 'c'\", sql: \"in.key AS key, in.after AS value\"",
     )  # fmt: skip
+    with spec.open("a") as tables:  # a lake table of each kind of source: raw and staging
+        tables.write(f"tables:\n  - {{name: flow_current, source: {topic}_out, keys: [id]}}\n"
+                     f"  - {{name: flow_history, source: {topic}, keys: [id], stored-as: scd2}}\n")  # fmt: skip
     defs = build_definitions([load_spec(spec)])
     produce_json(stack, topic, [({"id": i}, {"op": "c", "after": {"id": i}}) for i in range(3)])
     instance = DagsterInstance.ephemeral()
@@ -125,7 +128,11 @@ def test_raw_then_staging_and_done_materialize_with_passing_checks(
     keys = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable]
     assert {k.to_user_string() for k in keys} == {
         "raw/FlowRaw", "staging/FlowStaging", "done/FlowStaging", f"kafka/{topic}_out",
+        "table/flow_current", "table/flow_history",
     }  # fmt: skip
+    assert {k.to_user_string() for k in graph.get(AssetKey(["table", "flow_current"])).parent_keys} == {
+        "staging/FlowStaging"
+    }
     result = materialize(
         [defs.get_assets_def(k) for k in keys], instance=instance, resources=defs.resources
     )
@@ -156,6 +163,15 @@ def test_raw_then_staging_and_done_materialize_with_passing_checks(
     assert json.loads(sent["high_water_mark_before"].value) == {"0": 0}
     assert json.loads(sent["high_water_mark_after"].value)["0"] >= 3  # + a transaction marker
     assert [r.value for r in read_topic(stack, f"{topic}_out")] == [{"id": i} for i in range(3)]
+    tables = {
+        m.asset_key.path[1]: m.materialization.metadata
+        for m in result.get_asset_materialization_events()
+        if m.asset_key.path[0] == "table"
+    }
+    assert {name: meta["upserts"].value for name, meta in tables.items()} == {
+        "flow_current": 3, "flow_history": 3,
+    }  # fmt: skip
+    assert json.loads(tables["flow_history"]["cursors"].value) == {topic: {"0": 3}}
 
 
 def test_dagster_cli_materializes_a_raw_pool(

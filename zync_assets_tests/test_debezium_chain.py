@@ -20,9 +20,10 @@ from zync_assets.demo.workload import Workload
 from zync_assets.etl.run import run_etl
 from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import pool_exists, pool_path
+from zync_assets.pools import pool_exists, pool_path, table_path
 from zync_assets.spec import Spec, load_spec
 from zync_assets.stack.services import CCOMPAT_PATH, CdcPorts
+from zync_assets.tables.apply import run_tables
 from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests.conftest import Stack
 
@@ -42,7 +43,7 @@ def chain_spec(chain: Chain, folder: Path) -> Spec:
 
 
 def pipeline_pass(spark, spec: Spec, stack: Stack, registry: Registry) -> None:
-    """One pass of every zync stage: ingest, ETL, to-kafka."""
+    """One pass of every zync stage: ingest, ETL, to-kafka, lake tables."""
     formats = spec.formats()
     for pool, topics in spec.raw_pools().items():
         ingest(spark, pool, topics, stack.kafka, registry, missing_ok=True, formats=formats)
@@ -51,6 +52,7 @@ def pipeline_pass(spark, spec: Spec, stack: Stack, registry: Registry) -> None:
     for pool in {o.pool for o in spec.outputs}:
         if pool_exists(pool_path(pool)):  # ETL makes it with its first outputs
             sync_pool(spark, pool, stack.kafka, registry, formats=outputs)
+    run_tables(spark, spec, registry)
 
 
 def converge(chain: Chain, step, timeout: float = CONVERGE_TIMEOUT_S) -> float:
@@ -89,6 +91,23 @@ def assert_column_as_in_source(chain: Chain, column: str) -> None:
     with chain.source() as conn:
         source = dict(conn.execute(query.format("invoices")).fetchall())
     assert filled and all(source.get(i) == value for i, value in filled), (column, filled)
+
+
+def assert_lake_tables_equal_the_source(spark, chain: Chain) -> None:
+    """table/invoices (SCD1) holds each source invoice as it is; the current versions of
+    table/invoice_status_history (SCD2) each status as it is."""
+    with chain.source() as conn:
+        invoices = conn.execute("SELECT id, customer, item, amount FROM invoices ORDER BY id")
+        want = [tuple(r) for r in invoices.fetchall()]
+        statuses = conn.execute("SELECT id, invoice_id, status FROM invoice_status ORDER BY id")
+        want_status = [tuple(r) for r in statuses.fetchall()]
+    table = spark.read.format("delta").load(table_path("invoices"))
+    got = table.select("id", "customer", "item", "amount").orderBy("id").collect()
+    assert [tuple(r) for r in got] == want
+    history = spark.read.format("delta").load(table_path("invoice_status_history"))
+    current = history.where("__END_AT IS NULL").select("id", "invoice_id", "status")
+    assert [tuple(r) for r in current.orderBy("id").collect()] == want_status
+    assert history.count() > len(want_status)  # statuses changed: history has closed versions
 
 
 def assert_no_dead_letters(spark, chain: Chain) -> None:
@@ -140,4 +159,5 @@ def test_the_warehouse_equals_the_source_join(
     # Debezium's ZonedTimestamp (a string on the wire) is a TIMESTAMP in the pools and a
     # timestamptz in the warehouse, the instant the source holds.
     assert_column_as_in_source(chain, "created_at")
+    assert_lake_tables_equal_the_source(spark, chain)
     print(f"{wire_format}: converged in {seconds:.1f}s, {workload.transactions} transactions")

@@ -11,6 +11,7 @@ from zync_assets.errors import ZyncError
 from zync_assets.pools import check_pool_name
 from zync_assets.spec import load_spec
 from zync_assets.tables.columns import ColumnTypeError, column_type, merged_type, split_fields
+from zync_assets.tables.declared import Declared, declared_columns
 
 HEAD = """
 inputs:
@@ -97,8 +98,10 @@ def test_column_types_from_variant_types() -> None:
         "OBJECT<a: BIGINT, b: DECIMAL(5,2), c: OBJECT<x: STRING, y: INT>, d: VOID>"
     )
     assert [(n, column_type(t)) for n, t in fields] == [
-        ("a", "bigint"), ("b", "decimal(38,2)"), ("c", "variant"), ("d", None),
-    ]  # fmt: skip
+        ("a", "bigint"), ("b", "decimal(38,18)"), ("c", "variant"), ("d", None),
+    ]  # fmt: skip  # a VARIANT drops a decimal's declared scale: a wide one serves any
+    assert merged_type("t", "a", "decimal(10,2)", "decimal(12,2)") == "decimal(12,2)"
+    assert merged_type("t", "a", "decimal(12,2)", "decimal(10,2)") == "decimal(12,2)"
     assert merged_type("t", "a", "float", "double") == "double"
     assert merged_type("t", "a", "double", "float") == "double"
     assert merged_type("t", "a", None, "string") == "string"
@@ -108,3 +111,42 @@ def test_column_types_from_variant_types() -> None:
         match=r"table t: column a is decimal.38,2. but new events hold decimal.38,3.",
     ):
         merged_type("t", "a", "decimal(38,2)", "decimal(38,3)")
+
+
+def test_column_types_from_a_debezium_envelopes_avro_schemas() -> None:
+    """Debezium's time types and decimals get real types; a newer schema version's field
+    joins, and its type wins; a reference to the row record by name is followed."""
+
+    def envelope(fields: list) -> dict:
+        row = {
+            "type": "record",
+            "name": "Value",
+            "namespace": "shop.public.items",
+            "fields": fields,
+        }
+        return {"type": "record", "name": "Envelope", "fields": [
+            {"name": "before", "type": ["null", row]},
+            {"name": "after", "type": ["null", "shop.public.items.Value"]},
+            {"name": "op", "type": "string"},
+        ]}  # fmt: skip
+
+    v1 = envelope([
+        {"name": "id", "type": "int"},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10,
+                                    "scale": 2, "connect.name": "org.apache.kafka.connect.data.Decimal"}},
+        {"name": "born", "type": {"type": "int", "connect.name": "io.debezium.time.Date"}},
+        {"name": "seen", "type": {"type": "long", "connect.name": "io.debezium.time.MicroTimestamp"}},
+        {"name": "at", "type": ["null", {"type": "string", "connect.name": "io.debezium.time.ZonedTimestamp"}]},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+    ])  # fmt: skip
+    v2 = envelope([{"name": "id", "type": "long"}, {"name": "huge", "type": {
+        "type": "bytes", "logicalType": "decimal", "precision": 64, "scale": 4}}])  # fmt: skip
+    assert declared_columns([v1, v2], envelope=True) == {
+        "id": Declared("bigint"),
+        "amount": Declared("decimal(10,2)"),
+        "born": Declared("date", "unix_date"),
+        "seen": Declared("timestamp", "micros"),
+        "at": Declared("timestamp"),
+        "tags": Declared("variant"),
+        "huge": Declared("decimal(38,4)"),
+    }

@@ -13,7 +13,7 @@ from zync_assets.errors import ZyncError
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import table_path
 from zync_assets.tables.apply import run_tables
-from zync_assets_tests.conftest import Stack
+from zync_assets_tests.conftest import Stack, run_zync
 from zync_assets_tests.test_etl import Pipeline
 
 pytestmark = pytest.mark.integration
@@ -176,3 +176,40 @@ def test_a_type_that_cannot_widen_is_refused_and_nothing_is_written(tables: Tabl
         )
     after = tables.spark.sql(f"DESCRIBE HISTORY delta.`{table_path('items')}`").count()
     assert after == before
+
+
+def test_history_time_travel_and_the_change_feed_from_the_cli(tables: Tables, lake: Path) -> None:
+    tables.send_changes([change("c", 10, None, row(1, "a")), change("c", 11, None, row(2, "b"))])
+    tables.apply()
+    tables.send_changes(
+        [change("u", 20, row(1, "a"), row(1, "z")), change("d", 30, row(2, "b"), None)]
+    )
+    tables.apply()
+    env = tables.stack.env(ZYNC_LAKE=str(lake))
+    history = run_zync("table", "history", "items", "--format", "json", env=env)
+    assert history.returncode == 0, history.stderr
+    passes = [json.loads(line) for line in history.stdout.splitlines()]
+    merges = [p for p in passes if p["run"] is not None]
+    assert [(p["run"], p["upserts"], p["deletes"], p["applied_to"]) for p in merges] == [
+        (1, 2, 0, {tables.topic["Items"]: {"0": 2}}), (2, 1, 1, {tables.topic["Items"]: {"0": 4}}),
+    ]  # fmt: skip
+    first = merges[0]["version"]
+    old = run_zync(
+        "query", "--as-of", str(first), "SELECT id, name FROM items ORDER BY id", env=env
+    )
+    assert old.returncode == 0, old.stderr
+    assert [json.loads(line) for line in old.stdout.splitlines()] == [
+        {"id": 1, "name": "a"}, {"id": 2, "name": "b"},
+    ]  # fmt: skip
+    feed = run_zync("table", "changes", "items", "--from", str(first + 1), env=env)
+    assert feed.returncode == 0, feed.stderr
+    kinds = sorted((json.loads(line)["id"], json.loads(line)["_change_type"])
+                   for line in feed.stdout.splitlines())  # fmt: skip
+    assert kinds == [(1, "update_postimage"), (1, "update_preimage"), (2, "delete")]
+    bad = run_zync("query", "--as-of", "yesterday", "SELECT 1", env=env)
+    assert bad.returncode == 1 and bad.stderr.startswith(
+        "zync: error: --as-of 'yesterday': give a Delta version"
+    )
+    assert len(bad.stderr.splitlines()) == 1
+    missing = run_zync("table", "history", "nope", env=env)
+    assert missing.returncode == 1 and "table 'nope' does not exist" in missing.stderr

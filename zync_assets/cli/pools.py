@@ -64,8 +64,10 @@ def pool_maintain(names: tuple[str, ...]) -> None:
 def query(sql: str, as_of: str | None) -> None:
     """Run Spark SQL over the pools and lake tables (each is a view of its name) and
     print JSON lines."""
-    from zync_assets.query import run_query
+    from zync_assets.query import check_as_of, run_query
     from zync_assets.spark import spark_session
 
+    if as_of is not None:
+        check_as_of(as_of)  # before Spark starts: a typo costs no JVM
     for row in run_query(spark_session(), sql, as_of):
         click.echo(json.dumps(row, ensure_ascii=False))

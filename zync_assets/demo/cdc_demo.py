@@ -28,10 +28,11 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from zync_assets.demo.chain import Chain
+from zync_assets.demo.lake import HISTORY, INVOICES, LakeTables
 from zync_assets.demo.via_dagster import open_instance, running_runs
 from zync_assets.errors import ZyncError
 from zync_assets.locations import state_dir
-from zync_assets.pools import drop_pool_files
+from zync_assets.pools import drop_pool_files, drop_table_files
 from zync_assets.settings import kafka_settings
 from zync_assets.spark_connect import SPARK_CONNECT_PORT
 from zync_assets.stack.dagster import dagster_home, dagster_service, dagster_url
@@ -99,10 +100,12 @@ def start(console: Console, dagster_port: int, sensors: bool) -> tuple[Chain, st
         registry_v2_url(ports.registry),
     )  # fmt: skip
     console.print(f"resetting the demo: database {CHAIN}, its topics, table {chain.output_topic}, "
-                  f"pools {', '.join(POOLS)}")  # fmt: skip
+                  f"pools {', '.join(POOLS)}, lake tables {INVOICES}, {HISTORY}")  # fmt: skip
     chain.reset(kafka_settings())
     for pool in POOLS:
         drop_pool_files(pool)
+    for table in (INVOICES, HISTORY):
+        drop_table_files(table)
     chain.create_source_tables()
     run_sql(console, chain, SNAPSHOT)
     with console.status("starting Debezium's PostgreSQL source and JDBC sink connectors…"):
@@ -161,15 +164,18 @@ def warehouse_table(console: Console, chain: Chain) -> Table:
 
 def run_cdc_demo(console: Console, dagster_port: int, sensors: bool = False) -> None:
     chain, url = start(console, dagster_port, sensors)
+    lake = LakeTables()
     started = time.monotonic()
-    seconds = wait_for_warehouse(console, chain, url)
-    console.print(f"the warehouse matches the source ({seconds:.0f}s)")
-    console.print(warehouse_table(console, chain))
-    for step in STEPS:
-        run_sql(console, chain, step)
+    for step in [None, *STEPS]:
+        if step is not None:
+            run_sql(console, chain, step)
         seconds = wait_for_warehouse(console, chain, url)
-        console.print(f"the warehouse matches the source ({seconds:.0f}s after the commit)")
+        after = " after the commit" if step is not None else ""
+        console.print(f"the warehouse matches the source ({seconds:.0f}s{after})")
         console.print(warehouse_table(console, chain))
+        lagged = lake.wait(console, chain)
+        console.print(f"the lake tables match the source ({lagged:.0f}s after the warehouse)")
+        lake.show(console)
     console.print(f"all steps: {time.monotonic() - started:.0f}s")
     final = [(i, c, item, s) for i, c, item, _amount, s in chain.warehouse_rows()]
     if final != EXPECTED_END:

@@ -1,9 +1,10 @@
 """The rows a table holds for some keys, folded from all the change events known for them.
 
 A pass touches only the keys its new events name. For those keys it gathers every
-event it knows — the table's own rows read back as events, the change log (deletes,
-and for SCD2 every event, within the retention window), and the new events — drops
-duplicates (one event per key and sequence), and folds them in sequence order. So the
+event it knows — the new events, the change log (deletes, and for SCD2 every event,
+within the retention window), and for SCD2 the table's own versions read back as
+events — drops duplicates (one event per key and sequence), and folds them in sequence
+order. (SCD1 needs no read-back: its MERGE keeps a stored row newer than the fold's.) So the
 result does not depend on the order events arrived in: a late event lands in its place.
 
 Event frames have the table's columns plus SEQUENCE, DELETE, PRIORITY (which copy of a
@@ -42,12 +43,6 @@ def scd1_rows(events: DataFrame, keys: list[str], data: list[str]) -> DataFrame:
     order = Window.partitionBy(*_cols(keys)).orderBy(F.col(SEQUENCE).desc())
     newest = events.withColumn("__n", F.row_number().over(order)).where("__n = 1")
     return newest.select(*_cols(keys), *_cols(data), SEQUENCE, DELETE, PRIORITY)
-
-
-def table_as_scd1_events(rows: DataFrame, columns: list[str]) -> DataFrame:
-    return rows.select(
-        *_cols(columns), SEQUENCE, F.lit(False).alias(DELETE), F.lit(FROM_TABLE).alias(PRIORITY)
-    )
 
 
 def scd2_versions(
