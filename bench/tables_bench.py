@@ -126,15 +126,21 @@ def commit_raw(spark: SparkSession, run: int, rows: DataFrame, end: int) -> None
 
 
 def written_bytes(path: str, first: int, last: int | None) -> int:
-    """Bytes of the data files and deletion vectors that commits first..last added."""
+    """Bytes that commits first..last wrote: new data files, deletion vectors and change
+    data files. (A file given a deletion vector is removed and added again by path in
+    the same commit: only its vector was written.)"""
     total = 0
     for version in range(first, (last or first) + 1):
-        for line in commit_file(path, version).read_text().splitlines():
-            action = json.loads(line)
+        actions = [json.loads(line) for line in commit_file(path, version).read_text().splitlines()]
+        removed = {a["remove"]["path"] for a in actions if "remove" in a}
+        for action in actions:
             if "add" in action:
-                total += int(action["add"]["size"])
-                vector = action["add"].get("deletionVector") or {}
-                total += int(vector.get("sizeInBytes", 0))
+                add = action["add"]
+                if add["path"] not in removed:
+                    total += int(add["size"])
+                total += int((add.get("deletionVector") or {}).get("sizeInBytes", 0))
+            elif "cdc" in action:
+                total += int(action["cdc"]["size"])
     return total
 
 

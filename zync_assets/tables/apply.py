@@ -40,7 +40,7 @@ from zync_assets.tables.changes import (
     compile_table,
     new_rows,
 )
-from zync_assets.tables.columns import Columns, observed, plan_columns
+from zync_assets.tables.columns import Columns, observed, plan_columns, variant_schemas
 from zync_assets.tables.declared import Declared, declared_columns
 from zync_assets.tables.definition import TableDef
 from zync_assets.tables.merge import merge_source, merge_sql
@@ -140,13 +140,14 @@ def _apply(
 ) -> TableResult:  # fmt: skip
     table = compiled.table
     path = table_path(table.name)
-    counts = _counts(events)
-    seen = observed(events, table.keys)
+    counts, schemas = _summary(events)
+    seen = observed(schemas, table.keys)
     columns = plan_columns(table, _current_columns(spark, path), seen, declared)
     changes = _typed_events(events, columns)
     run, attempt = state.run + 1, uuid.uuid4().hex
     _ensure_tables(spark, compiled, columns)
-    _log_changes(changes, compiled, columns, run, now)
+    if table.scd2 or counts["deletes"]:  # an SCD1 table remembers only its deletes
+        _log_changes(changes, compiled, columns, run, now)
     if run % PRUNE_EVERY == 0:
         _prune_log(spark, table, now)
     meta = table_metadata(table.name, run, attempt, ends, **counts)
@@ -167,15 +168,19 @@ def _applies() -> Column:
     return F.col(SEQUENCE).isNotNull() & (F.col(DELETE) | F.col(ROW).isNotNull())
 
 
-def _counts(events: DataFrame) -> dict[str, int]:
+def _summary(events: DataFrame) -> tuple[dict[str, int], dict[str, str | None]]:
+    """What the events hold, in one Spark job: counts, and the schemas of their variants."""
     row = events.select(
         F.count(F.lit(1)).alias("read"),
         F.count(F.when(_applies() & F.col(DELETE), 1)).alias("deletes"),
         F.count(F.when(_applies() & ~F.col(DELETE), 1)).alias("upserts"),
         F.count(F.when(~_applies(), 1)).alias("ignored"),
+        *variant_schemas(),
     ).first()
     assert row is not None
-    return row.asDict()
+    found = row.asDict()
+    schemas = {k: found.pop(k) for k in ("__row_schema", "__key_schema")}
+    return found, schemas
 
 
 def _current_columns(spark: SparkSession, path: str) -> dict[str, str]:

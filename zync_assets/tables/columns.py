@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from zync_assets.errors import ZyncError
@@ -145,20 +145,24 @@ def _typed(name: str, kind: str, reader: str | None, key: bool) -> Column:
     return F.expr(value).alias(name)
 
 
-def observed(events: DataFrame, keys: tuple[str, ...]) -> dict[str, str | None]:
+def variant_schemas() -> list[Column]:
+    """The aggregates `observed` reads: the row images' and the Kafka keys' schemas (to
+    compute in the same Spark job as other aggregates of the events)."""
+    return [
+        F.expr(f"schema_of_variant_agg({ROW})").alias("__row_schema"),
+        F.expr("schema_of_variant_agg(__KEY)").alias("__key_schema"),
+    ]
+
+
+def observed(found: dict, keys: tuple[str, ...]) -> dict[str, str | None]:
     """Each top-level field of the events' row images → its column type (None: only nulls);
-    key columns also from the Kafka keys (a tombstone has no row image)."""
-    found = events.select(
-        F.expr(f"schema_of_variant_agg({ROW})").alias("row"),
-        F.expr("schema_of_variant_agg(__KEY)").alias("key"),
-    ).first()
-    if found is None:
-        return {}
+    key columns also from the Kafka keys (a tombstone has no row image). `found`: the
+    values of `variant_schemas()`."""
     types: dict[str, str | None] = {}
-    for name, kind in split_fields(found["key"] or ""):
+    for name, kind in split_fields(found.get("__key_schema") or ""):
         if name in keys:
             types[name] = column_type(kind)
-    for name, kind in split_fields(found["row"] or ""):
+    for name, kind in split_fields(found.get("__row_schema") or ""):
         seen = column_type(kind)
         types[name] = seen if seen is not None else types.get(name)
     return types
