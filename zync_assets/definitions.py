@@ -11,6 +11,8 @@ failed stage's retry, an asset materialized by hand).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dagster import (
     AssetKey,
     AssetSelection,
@@ -36,23 +38,20 @@ from zync_assets.settings import sensor_interval_seconds
 from zync_assets.spec import Spec, all_raw_pools, find_specs, load_spec, spec_folder
 
 
-def _check_staging_owners(specs: list[Spec]) -> None:
+def _check_owners(specs: list[Spec]) -> None:
+    """A staging pool is written by one spec, and a lake table defined by one."""
+    _one_owner(specs, "staging pool", lambda spec: [r.pool for r in spec.outputs],
+               "give each spec its own staging pool")  # fmt: skip
+    _one_owner(specs, "table", lambda spec: [t.name for t in spec.tables],
+               "define each table in one spec")  # fmt: skip
+
+
+def _one_owner(specs: list[Spec], kind: str, names: Callable[[Spec], list[str]], fix: str) -> None:
     owner: dict[str, str] = {}
     for spec in specs:
-        for route in spec.outputs:
-            if owner.setdefault(route.pool, spec.name) != spec.name:
-                raise ZyncError(
-                    f"staging pool {route.pool} is written by specs {owner[route.pool]} and "
-                    f"{spec.name}: give each spec its own staging pool"
-                )
-    tables: dict[str, str] = {}
-    for spec in specs:
-        for table in spec.tables:
-            if tables.setdefault(table.name, spec.name) != spec.name:
-                raise ZyncError(
-                    f"table {table.name} is defined by specs {tables[table.name]} and "
-                    f"{spec.name}: give each table one spec"
-                )
+        for name in names(spec):
+            if owner.setdefault(name, spec.name) != spec.name:
+                raise ZyncError(f"{kind} {name} is in specs {owner[name]} and {spec.name}: {fix}")
 
 
 def automation_sensor(interval: int) -> AutomationConditionSensorDefinition:
@@ -86,7 +85,7 @@ def downstream_of(pool: str, specs: list[Spec]) -> list[AssetKey]:
 
 
 def build_definitions(specs: list[Spec]) -> Definitions:
-    _check_staging_owners(specs)
+    _check_owners(specs)
     pools = all_raw_pools(specs)
     formats = {topic: wire for spec in specs for topic, wire in spec.formats().items()}
     interval = sensor_interval_seconds()

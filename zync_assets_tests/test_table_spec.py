@@ -150,3 +150,22 @@ def test_column_types_from_a_debezium_envelopes_avro_schemas() -> None:
         "tags": Declared("variant"),
         "huge": Declared("decimal(38,4)"),
     }
+
+
+def test_a_table_or_a_staging_pool_belongs_to_one_spec(tmp_path: Path) -> None:
+    from zync_assets.definitions import build_definitions
+
+    def named(name: str, text: str):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text)
+        return load_spec(path)
+
+    table = HEAD + "  - {name: items, source: shop.public.items, keys: [id]}\n"
+    alone = table.replace("Staging", "Staging2").replace("items_out", "items_out2")
+    with pytest.raises(
+        ZyncError, match="table items is in specs a and b: define each table in one"
+    ):
+        build_definitions([named("a", table), named("b", alone)])
+    other = table.replace("name: items", "name: others")
+    with pytest.raises(ZyncError, match="staging pool Staging is in specs a and c: give each spec"):
+        build_definitions([named("a", table), named("c", other)])

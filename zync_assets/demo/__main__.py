@@ -199,8 +199,9 @@ def run_direct(console: Console) -> None:
 @click.option("--direct", is_flag=True,
               help="With --synthetic: run the stages in this process, without Dagster.")  # fmt: skip
 @click.option("--sensors", is_flag=True,
-              help="Let Dagster's sensors start a run per stage instead of running the "
-              "continuous pipeline (slower: a Dagster run per stage and change).")  # fmt: skip
+              help="Let Dagster's sensors start the runs instead of running the continuous "
+              "pipeline (slower: a Dagster run per change, on the stack's Spark Connect "
+              "server).")  # fmt: skip
 @click.option("--dagster-port", default=DAGSTER_PORT, show_default=True, help="Dagster UI port.")
 def main(synthetic: bool, direct: bool, sensors: bool, dagster_port: int) -> None:
     """zync's invoice demo: PostgreSQL → Debezium → Kafka → zync → Kafka → JDBC sink →
