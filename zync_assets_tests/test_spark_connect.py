@@ -41,37 +41,57 @@ def zync_ok(*args: str, env: dict[str, str]) -> str:
     return done.stdout
 
 
+TABLES = """
+tables:
+  - {name: statuses, source: InvoiceStatus, keys: [ID], sequence-by: "source:lsn::bigint"}
+  - name: status_history
+    source: InvoiceStatus
+    keys: [ID]
+    sequence-by: source:lsn::bigint
+    stored-as: scd2
+"""
+
+
 def test_the_invoice_demo_goes_through_the_connect_server(
-    stack: Stack, spark_server: str, lake: Path
+    stack: Stack, spark_server: str, lake: Path, tmp_path: Path
 ) -> None:
     """Ingest (zync's Avro decoder on the server), ETL, to-kafka (librdkafka: no local
-    JVM), status, query and pool maintenance, batch after batch, with zync's exact
-    result in the output topic."""
+    JVM), lake tables, status, query and pool maintenance, batch after batch, with zync's
+    exact result in the output topic."""
     from zync_assets.demo.invoices import produce_batch, reset
 
+    spec = tmp_path / "invoices.yaml"
+    spec.write_text(INVOICES.read_text() + TABLES)
     reset(stack.kafka)
     env = stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=spark_server)
     registry = Registry(stack.registry_settings)
     for batch in range(1, 5):
         produce_batch(batch, stack.kafka, registry)
         if batch == 1:  # each stage as its own command
-            assert "pool Raw run 1: 4 rows" in zync_ok(
-                "from-kafka", str(INVOICES), "--once", env=env
-            )
-            assert "wrote 2 to NewInvoices" in zync_ok("etl", str(INVOICES), env=env)
+            assert "pool Raw run 1: 4 rows" in zync_ok("from-kafka", str(spec), "--once", env=env)
+            assert "wrote 2 to NewInvoices" in zync_ok("etl", str(spec), env=env)
             assert "sent 2 records" in zync_ok("to-kafka", "--pool", "Staging", env=env)
         else:  # the pipeline command
-            zync_ok("run", str(INVOICES), env=env)
+            zync_ok("run", str(spec), env=env)
         table = rebuild_table(read_topic(stack, "NewInvoices"), "ID")
         assert {
             k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()
         } == DEMO_TABLES[batch]
-    zync_ok("run", str(INVOICES), env=env)  # nothing new: nothing sent again
+    zync_ok("run", str(spec), env=env)  # nothing new: nothing sent again
     assert len(read_topic(stack, "NewInvoices")) == 8
-    status = zync_ok("status", str(INVOICES), env={**env, "COLUMNS": "200"})
+    status = zync_ok("status", str(spec), env={**env, "COLUMNS": "200"})
     assert "NewInvoices" in status and "InvoiceStatus[0]" in status
     done = zync_ok("query", "SELECT count(*) AS n FROM Staging WHERE kind = 'done'", env=env)
     assert done.strip() == '{"n": 12}'
+    statuses = zync_ok("query", "SELECT ID, status FROM statuses ORDER BY ID", env=env)
+    assert statuses.splitlines() == [
+        '{"ID": 32, "status": "closed"}', '{"ID": 77, "status": "paid"}',
+        '{"ID": 80, "status": "paid"}', '{"ID": 192, "status": "collections"}',
+    ]  # fmt: skip
+    history = zync_ok(
+        "query", "SELECT count(*) AS n, count(__END_AT) AS ended FROM status_history", env=env
+    )
+    assert history.strip() == '{"n": 8, "ended": 4}'  # pending, then each one's new status
     maintained = zync_ok("pool", "maintain", "Raw", "Staging", env=env)
     assert "pool Staging: compacted" in maintained and "carried" in maintained
 

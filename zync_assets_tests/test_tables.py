@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -213,3 +214,24 @@ def test_history_time_travel_and_the_change_feed_from_the_cli(tables: Tables, la
     assert len(bad.stderr.splitlines()) == 1
     missing = run_zync("table", "history", "nope", env=env)
     assert missing.returncode == 1 and "table 'nope' does not exist" in missing.stderr
+
+
+def test_a_delete_is_remembered_for_its_retention_window_then_forgotten(
+    spark, stack: Stack, tmp_path: Path, lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within deleted-keys-retention a late insert older than the delete stays deleted
+    (test_scd1_…); past it, the change log forgets the delete and such an insert is
+    applied: the window is what the docs say it is."""
+    import zync_assets.tables.apply as apply
+
+    monkeypatch.setattr(apply, "PRUNE_EVERY", 1)  # forget on every pass, not every 50th
+    short = Tables(spark, stack, tmp_path, SPEC.replace("    sequence-by: source:lsn::bigint\n",
+                   "    sequence-by: source:lsn::bigint\n    deleted-keys-retention: 1s\n", 1),
+                   ["Items"])  # fmt: skip
+    short.send_changes([change("c", 10, None, row(1, "a")), change("d", 30, row(1, "a"), None)])
+    short.apply()
+    assert short.rows("items") == []
+    time.sleep(1.5)
+    short.send_changes([change("c", 20, None, row(1, "late"))])
+    short.apply()
+    assert [(r["id"], r["name"]) for r in short.rows("items")] == [(1, "late")]
