@@ -188,11 +188,11 @@ _EDGES_QUERY = "{ assetNodes { assetKey { path } dependencyKeys { path } } }"
 
 
 def check_lineage(page, url: str) -> None:
-    groups = ("kafka", "raw", "staging", "done", "kafka_out")
+    groups = ("kafka", "raw", "staging", "done", "kafka_out", "tables")
     expanded = ",".join(f"global@global:{g}" for g in groups)  # the UI keeps this in the URL
     page.goto(f"{url}/asset-groups?expanded={expanded}", wait_until="networkidle")
     page.wait_for_timeout(1500)
-    for label in ("Invoices", "InvoiceStatus", "Raw", "NewInvoices"):
+    for label in ("Invoices", "InvoiceStatus", "Raw", "NewInvoices", "invoice_status_history"):
         assert page.locator(f'[data-tooltip="{label}"]').count() == 1, label
     for group in groups:
         assert page.locator(f'[data-tooltip="{group}"]').count() == 1, group
@@ -219,6 +219,7 @@ def check_lineage(page, url: str) -> None:
         ("raw/ShopRaw", "staging/ShopStaging"), ("raw/ShopRaw", "done/ShopStaging"),
         ("staging/ShopStaging", "kafka/shop_invoices"),
         ("done/ShopStaging", "kafka/shop_invoices"),
+        ("raw/ShopRaw", "table/invoices"), ("raw/ShopRaw", "table/invoice_status_history"),
     }  # fmt: skip
     page.wait_for_timeout(1000)
     (CHECKOUT / "docs" / "img").mkdir(parents=True, exist_ok=True)
