@@ -12,7 +12,7 @@ import pytest
 
 from zync_assets.errors import ZyncError
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import table_path
+from zync_assets.pools import table_changes_path, table_path
 from zync_assets.tables.apply import run_tables
 from zync_assets_tests.conftest import Stack, run_zync
 from zync_assets_tests.test_etl import Pipeline
@@ -235,3 +235,33 @@ def test_a_delete_is_remembered_for_its_retention_window_then_forgotten(
     short.send_changes([change("c", 20, None, row(1, "late"))])
     short.apply()
     assert [(r["id"], r["name"]) for r in short.rows("items")] == [(1, "late")]
+
+
+def test_a_pass_that_dies_between_its_change_log_and_its_merge_is_retried_whole(
+    tables: Tables, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The change log's append and the table's MERGE are two commits: a pass killed
+    between them leaves the table and its cursors as they were, and the retry (the same
+    run number) appends nothing twice and applies everything once."""
+    import zync_assets.tables.apply as apply
+
+    tables.send_changes([change("c", 10, None, row(1, "a")), change("c", 20, None, row(2, "b"))])
+    tables.apply()
+    tables.send_changes(
+        [change("d", 30, row(1, "a"), None), change("u", 40, row(2, "b"), row(2, "c"))]
+    )
+    real_merge = apply._merge
+
+    def dies(*args, **kwargs):
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(apply, "_merge", dies)
+    with pytest.raises(RuntimeError, match="killed"):
+        tables.apply()
+    assert [(r["id"], r["name"]) for r in tables.rows("items")] == [(1, "a"), (2, "b")]
+    monkeypatch.setattr(apply, "_merge", real_merge)
+    results = run_tables(tables.spark, tables.spec, Registry(tables.stack.registry_settings))
+    assert [(r.run, r.deletes, r.upserts) for r in results] == [(2, 1, 1), (2, 1, 1)]
+    assert [(r["id"], r["name"]) for r in tables.rows("items")] == [(2, "c")]
+    log = tables.spark.read.format("delta").load(table_changes_path("items"))
+    assert log.count() == 1  # the delete, logged once

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from zync_assets.delta_writes import append_once
+from zync_assets.delta_writes import CONCURRENT_WRITE, append_once
 from zync_assets.errors import ConcurrentWriter
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.kafka.registry import Registry
@@ -275,5 +275,11 @@ def _merge(
         "spark.databricks.delta.commitInfo.userMetadata": meta,
         "spark.databricks.delta.skipRecordingEmptyCommits": "false",
     }
-    with session_conf(spark, settings):
-        spark.sql(merge_sql(table_path(table.name), compiled, columns), source=source).collect()
+    try:
+        with session_conf(spark, settings):
+            spark.sql(merge_sql(table_path(table.name), compiled, columns), source=source).collect()
+    except CONCURRENT_WRITE as exc:
+        raise ConcurrentWriter(
+            f"another writer changed table {table.name} while run {run} merged; this pass "
+            "wrote nothing: the next one applies its events"
+        ) from exc
