@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 
 from zync_assets.commits import CARRY_KEY, carry_metadata, commit_info, newest_states
 from zync_assets.delta_writes import CONCURRENT_WRITE
-from zync_assets.pools import commit_file, pool_exists, pool_version
+from zync_assets.pools import TABLES_FOLDER, commit_file, pool_exists, pool_version
 from zync_assets.spark import session_conf
 
 DAY_S = 24 * 3600.0
@@ -56,7 +56,8 @@ class Maintained:
             done.append(f"carried {self.carried} writer states")
         if self.vacuumed:
             done.append(f"vacuumed {self.vacuumed} replaced files")
-        return f"pool {Path(self.pool).name}: {', '.join(done) or 'nothing to do'}"
+        kind = "table" if Path(self.pool).parent.name == TABLES_FOLDER else "pool"
+        return f"{kind} {Path(self.pool).name}: {', '.join(done) or 'nothing to do'}"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
 from zync_assets.maintenance import Maintained, Maintenance
-from zync_assets.pools import pool_path, pool_version
+from zync_assets.pools import pool_path, pool_version, table_path
 from zync_assets.settings import KafkaSettings
 from zync_assets.spark import sized_work
 from zync_assets.spec import Route, Spec, all_raw_pools
@@ -135,32 +135,37 @@ class Pipeline:
         return result
 
     def _maintain(self, reporter: PipelineReporter, result: PassResult) -> bool:
-        """The upkeep due in the pools this pass committed to (see maintenance.py);
-        whether there was any."""
+        """The upkeep due in the pools and tables this pass committed to (see
+        maintenance.py); whether there was any."""
         assert self.maintenance is not None
-        committed = [r.pool for r in result.ingested if r.run is not None]
-        committed += [r.pool for r in result.transformed if r.run is not None]
+        committed = [
+            (f"pool {r.pool}", pool_path(r.pool)) for r in result.ingested if r.run is not None
+        ]
+        committed += [
+            (f"pool {r.pool}", pool_path(r.pool)) for r in result.transformed if r.run is not None
+        ]
+        committed += [(f"table {r.table}", table_path(r.table)) for r in result.tabled if r.run]
         maintained = False
-        for pool in dict.fromkeys(committed):
+        for name, path in dict.fromkeys(committed):
             done = _unless_raced(
-                "maintenance", reporter, result, partial(self._upkeep, pool, reporter)
+                "maintenance", reporter, result, partial(self._upkeep, name, path, reporter)
             )
             if done is not None:
                 reporter.maintained(done)
                 maintained = True
         return maintained
 
-    def _upkeep(self, pool: str, reporter: PipelineReporter) -> Maintained | None:
+    def _upkeep(self, name: str, path: str, reporter: PipelineReporter) -> Maintained | None:
         """Upkeep never stops the pipeline: its commits are whole either way (see
         maintenance.py), and the next pass's upkeep tries again."""
         assert self.maintenance is not None
         try:
-            return self.maintenance.run_due(pool_path(pool))
+            return self.maintenance.run_due(path)
         except Exception as exc:  # py4j and Delta errors alike
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             reporter.conflicted(
                 "maintenance",
-                f"pool {pool}: {type(exc).__name__}: {first_line} (skipped; "
+                f"{name}: {type(exc).__name__}: {first_line} (skipped; "
                 "`zync pool maintain` shows it whole)",
             )
             return None
