@@ -265,3 +265,21 @@ def test_a_pass_that_dies_between_its_change_log_and_its_merge_is_retried_whole(
     assert [(r["id"], r["name"]) for r in tables.rows("items")] == [(2, "c")]
     log = tables.spark.read.format("delta").load(table_changes_path("items"))
     assert log.count() == 1  # the delete, logged once
+
+
+def test_maintenance_keeps_a_tables_rows_and_cursors(tables: Tables) -> None:
+    """What `zync run` does every --compact-every commits (compaction, vacuum, a carry of
+    the table's state): the rows stay, and the next pass goes on from the cursors."""
+    from zync_assets.maintenance import Maintenance
+
+    for lsn in (10, 20, 30):  # three passes: three small files
+        tables.send_changes([change("c", lsn, None, row(lsn, f"n{lsn}"))])
+        tables.apply()
+    done = Maintenance(tables.spark).maintain(table_path("items"), vacuum=True)
+    assert done.describe().startswith("table items: compacted") and done.carried == 1
+    tables.send_changes([change("u", 40, row(10, "n10"), row(10, "changed"))])
+    (items, _history) = tables.apply()
+    assert (items.run, items.read) == (4, 1)  # from the cursors: nothing read twice
+    assert [(r["id"], r["name"]) for r in tables.rows("items")] == [
+        (10, "changed"), (20, "n20"), (30, "n30"),
+    ]  # fmt: skip

@@ -129,10 +129,15 @@ def raw_pool_asset(pool: str, topics: list[str], formats: dict[str, WireFormat] 
             spark.session(), pool, topics, kafka.settings(), schema_registry.registry(), end,
             missing_ok=True, formats=formats,
         )  # fmt: skip
-        context.log.info(
-            f"pool {pool}: read {', '.join(describe_range(r) for r in result.ranges) or 'nothing'}; "
-            f"wrote {result.rows} rows, {result.dead_letters} dead letters (run {result.run})"
-        )
+        if result.run is None:
+            context.log.info(
+                f"pool {pool}: nothing new in Kafka beyond its progress; wrote nothing"
+            )
+        else:
+            context.log.info(
+                f"pool {pool}: read {', '.join(describe_range(r) for r in result.ranges)}; wrote "
+                f"{result.rows} rows, {result.dead_letters} dead letters (ingest run {result.run})"
+            )
         return raw_pool_materialization(spark.session(), result)
 
     return raw_pool

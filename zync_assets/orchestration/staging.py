@@ -98,11 +98,15 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
     def etl_pool(context: AssetExecutionContext, spark: SparkResource):
         session = spark.session()
         (result,) = sized_etl(session, spec, pool=pool)
+        wrote = (
+            f"wrote outputs {result.outputs}, {result.done} done records (ETL run {result.run})"
+            if result.run is not None
+            else f"wrote nothing ({result.note or 'nothing to commit'})"
+        )
         context.log.info(
             f"{spec.name} → {pool}: read {result.read} raw events (from cursors "
-            f"{result.previous.cursors or 'start'} to raw end offsets {result.raw_seen}); wrote "
-            f"outputs {result.outputs}, {result.done} done records (ETL run {result.run}); "
-            f"expired {result.expired}, still pending {result.pending}"
+            f"{result.previous.cursors or 'start'} to raw end offsets {result.raw_seen}); "
+            f"{wrote}; expired {result.expired}, still pending {result.pending}"
         )
         yield from etl_materializations(session, spec, result)
 
