@@ -142,20 +142,24 @@ def test_scd2_keeps_history_with_late_events_in_their_place(tables: Tables) -> N
     ]  # fmt: skip
 
 
-def test_a_new_source_column_becomes_a_table_column(tables: Tables) -> None:
+def test_a_new_source_column_becomes_a_table_column_and_a_decimal_widens(tables: Tables) -> None:
     tables.send_changes([change("c", 10, None, row(1, "a"))])
     tables.apply()
     wider = json.loads(json.dumps(ENVELOPE))
-    wider["fields"][1]["type"][1]["fields"].append(
-        {"name": "colour", "type": "string", "default": ""}
-    )
+    fields = wider["fields"][1]["type"][1]["fields"]
+    fields.append({"name": "colour", "type": "string", "default": ""})
+    fields[2]["type"]["precision"] = 12  # numeric(10,2) → numeric(12,2) in the source
     from zync_assets_tests.conftest import produce_json
 
     after = {**row(2, "b"), "colour": "red"}
     produce_json(tables.stack, tables.topic["Items"], [change("c", 20, None, after)],
                  value_schema=wider)  # fmt: skip
     tables.apply()
-    assert [(r["id"], r["colour"]) for r in tables.rows("items")] == [(1, None), (2, "red")]
+    assert [(r["id"], r["colour"], r["price"]) for r in tables.rows("items")] == [
+        (1, None, Decimal("1.50")), (2, "red", Decimal("1.50")),
+    ]  # fmt: skip
+    schema = tables.spark.read.format("delta").load(table_path("items")).schema
+    assert schema["price"].dataType.simpleString() == "decimal(12,2)"
 
 
 def test_a_type_that_cannot_widen_is_refused_and_nothing_is_written(tables: Tables) -> None:
