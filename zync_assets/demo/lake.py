@@ -8,7 +8,10 @@ pass at most.
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -17,11 +20,23 @@ from rich.table import Table
 
 from zync_assets.demo.chain import Chain
 from zync_assets.errors import ZyncError
+from zync_assets.locations import state_dir
 from zync_assets.pools import pool_exists, table_path
 
 INVOICES = "invoices"
 HISTORY = "invoice_status_history"
 HISTORY_COLUMNS = ("id", "invoice_id", "status", "__START_AT", "__END_AT")
+
+
+@contextmanager
+def _stderr_to(fd: int) -> Iterator[None]:
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 class LakeTables:
@@ -35,7 +50,12 @@ class LakeTables:
         if self._spark is None:
             from zync_assets.spark import spark_session
 
-            self._spark = spark_session("zync-demo-tables")
+            # The JVM's own start-up lines (module warnings, log4j's default-level hint)
+            # go to a log, not the demo's screen: the JVM keeps the stderr it starts with.
+            log = state_dir() / "logs" / "demo-spark.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("a") as out, _stderr_to(out.fileno()):
+                self._spark = spark_session("zync-demo-tables")
         return self._spark
 
     def rows(
@@ -44,8 +64,9 @@ class LakeTables:
         path = table_path(name)
         if not pool_exists(path):
             return []
-        frame = self.spark.read.format("delta").load(path).where(where)
-        return [tuple(r) for r in frame.select(*columns).orderBy(*columns).collect()]
+        frame = self.spark.read.format("delta").load(path).where(where).select(*columns)
+        order = ["id", "__START_AT"] if "__START_AT" in columns else list(columns)
+        return [tuple(r) for r in frame.orderBy(*order).collect()]
 
     def wait(self, console: Console, chain: Chain, timeout: float = 120) -> float:
         """Until table/invoices equals the source's invoices and the current versions of
