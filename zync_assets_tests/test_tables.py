@@ -189,8 +189,19 @@ def test_history_time_travel_and_the_change_feed_from_the_cli(tables: Tables, la
     tables.send_changes(
         [change("u", 20, row(1, "a"), row(1, "z")), change("d", 30, row(2, "b"), None)]
     )
-    tables.apply()
+    tables.ingest()
     env = tables.stack.env(ZYNC_LAKE=str(lake))
+    spec = str(tables.spec.path)
+    applied = run_zync("table", "apply", spec, "--table", "items", env=env, timeout=300)
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.splitlines() == [
+        "table items: run 2: applied 1 upserts and 1 deletes of 2 events (0 change no row)"
+    ]
+    unknown = run_zync("table", "apply", spec, "--table", "nope", env=env)
+    assert unknown.returncode == 1
+    assert unknown.stderr.strip() == (
+        f"zync: error: no table 'nope' in {spec} (it has items, items_history)"
+    )
     history = run_zync("table", "history", "items", "--format", "json", env=env)
     assert history.returncode == 0, history.stderr
     passes = [json.loads(line) for line in history.stdout.splitlines()]
