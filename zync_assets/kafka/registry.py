@@ -83,15 +83,11 @@ class Registry:
         return json.loads(registered.schema.schema_str)
 
     def versions(self, subject: str) -> list[Any]:
-        """Every parsed schema of `subject`, oldest first ([] if the subject does not exist)."""
+        """Every parsed schema of `subject`, oldest first ([] if the subject does not exist).
+        One listing per call; each version is fetched once (a version never changes)."""
         try:
             numbers = self._call(f"listing {subject}", lambda: self.client.get_versions(subject))
-            return [
-                json.loads(self._call(
-                    f"reading {subject}", lambda n=n: self.client.get_version(subject, n)
-                ).schema.schema_str)
-                for n in sorted(numbers)
-            ]  # fmt: skip
+            return [self._version(subject, n) for n in sorted(numbers)]
         except SchemaRegistryError as exc:
             if exc.http_status_code == 404:
                 return []
@@ -99,6 +95,13 @@ class Registry:
                 f"schema registry at {self.settings.url} failed reading {subject}: "
                 f"{exc.error_message}"
             ) from exc
+
+    @lru_cache(maxsize=4096)  # noqa: B019  # a process keeps its few registries; versions never change
+    def _version(self, subject: str, number: int) -> Any:
+        registered = self._call(
+            f"reading {subject}", lambda: self.client.get_version(subject, number)
+        )
+        return json.loads(registered.schema.schema_str)
 
     def latest(self, subject: str) -> Any:
         return self._call(f"reading {subject}", lambda: self.client.get_latest_version(subject))

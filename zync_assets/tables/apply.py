@@ -141,6 +141,12 @@ def _apply(
     table = compiled.table
     path = table_path(table.name)
     counts, schemas = _summary(events)
+    if not pool_exists(path) and counts["upserts"] + counts["deletes"] == 0:
+        # Nothing to type the table's keys from yet (say, only Debezium messages): the
+        # table is made by the first pass with a row change; these events are read again.
+        return TableResult(
+            table.name, None, state, cursors=state.cursors, note="no row changes yet", **counts
+        )
     seen = observed(schemas, table.keys)
     columns = plan_columns(table, _current_columns(spark, path), seen, declared)
     changes = _typed_events(events, columns)
