@@ -170,3 +170,16 @@ def sensor_interval_seconds(env: Mapping[str, str] | None = None) -> int:
     if seconds < 1:
         raise ZyncError(f"ZYNC_SENSOR_INTERVAL is {text!r}: give at least 1s")
     return int(seconds)
+
+
+def spark_master(env: Mapping[str, str] | None = None) -> str:
+    """`ZYNC_SPARK_MASTER`: a Spark master URL, or `sc://host:port` for a Spark Connect
+    server; `local[*]` (a JVM in this process) by default."""
+    return (os.environ if env is None else env).get("ZYNC_SPARK_MASTER", "local[*]")
+
+
+def verbose(env: Mapping[str, str] | None = None) -> bool:
+    """Whether third-party client output is wanted (`zync -v` sets ZYNC_VERBOSE; ZYNC_DEBUG
+    implies it): Spark's and librdkafka's logs, otherwise kept off the user's terminal."""
+    values = os.environ if env is None else env
+    return any(values.get(name, "") not in ("", "0") for name in ("ZYNC_VERBOSE", "ZYNC_DEBUG"))

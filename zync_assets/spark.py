@@ -7,7 +7,6 @@ through Spark Connect instead. Properties come from `resources/spark.conf`
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -15,10 +14,12 @@ from pathlib import Path
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import BinaryType, LongType, StringType, VariantType
 
 from zync_assets.errors import ZyncError
 from zync_assets.locations import INSTALL_HINT, jars_dir
+from zync_assets.settings import spark_master
+from zync_assets.spark_functions import quiet_query_errors, register_functions
+from zync_assets.spark_jvm import start_driver_jvm
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # Java options that halve JVM start-up on small machines (C1 only, serial GC). A
@@ -61,27 +62,6 @@ def spark_jars() -> list[str]:
     if not own.is_file():
         raise ZyncError(f"zync's Spark functions are missing ({own}); {INSTALL_HINT}")
     return [*jars, str(own)]
-
-
-# SQL name -> (Java class in jvm/src, return type); registered in every session zync opens.
-ZYNC_FUNCTIONS = {
-    "zync_variant_type": ("zync.spark.VariantTypeOf", StringType()),
-    "zync_variant_avro": ("zync.spark.VariantToAvro", BinaryType()),
-    "zync_avro_variant": ("zync.spark.AvroToVariant", VariantType()),
-    "zync_avro_error": ("zync.spark.AvroToVariant$Error", StringType()),
-    "zync_schema_id": ("zync.spark.AvroToVariant$SchemaId", LongType()),
-    "zync_connect_json_variant": ("zync.spark.ConnectJsonToVariant", VariantType()),
-    "zync_connect_json_error": ("zync.spark.ConnectJsonToVariant$Error", StringType()),
-}
-
-
-def register_functions(spark: SparkSession) -> None:
-    for name, (java_class, returns) in ZYNC_FUNCTIONS.items():
-        spark.udf.registerJavaFunction(name, java_class, returns)
-
-
-def spark_master() -> str:
-    return os.environ.get("ZYNC_SPARK_MASTER", "local[*]")
 
 
 def default_parallelism(spark: SparkSession) -> int:
@@ -128,13 +108,6 @@ def unpin(frame: DataFrame) -> None:
         frame._jdf.queryExecution().analyzed().rdd().unpersist(False)
 
 
-def quiet_query_errors() -> None:
-    """PySpark logs every failed analysis as a JSON blob with a JVM stack trace; zync
-    turns those failures into one-line errors itself."""
-    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-
-
 def spark_session(app_name: str = "zync", long_lived: bool = False) -> SparkSession:
     """The process's SparkSession (created on first use, then shared)."""
     master = spark_master()
@@ -144,17 +117,22 @@ def spark_session(app_name: str = "zync", long_lived: bool = False) -> SparkSess
         return connect_session(master, app_name)
     conf_file = spark_conf_file()
     conf = read_spark_conf(conf_file) if conf_file else {}
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    builder = builder.config("spark.jars", ",".join(spark_jars()))
     opts = [
         f"-Dlog4j2.configurationFile={SPARK_LOG4J2}",
         conf.get("spark.driver.extraJavaOptions", ""),
     ]
     if os.environ.get("ZYNC_SPARK_FAST_START", "1") != "0" and not long_lived:
         opts.insert(0, _FAST_START_OPTS)
-    builder = builder.config("spark.driver.extraJavaOptions", " ".join(o for o in opts if o))
+    conf |= {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        "spark.jars": ",".join(spark_jars()),
+        "spark.driver.extraJavaOptions": " ".join(o for o in opts if o),
+    }
+    start_driver_jvm(conf)
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     register_functions(session)

@@ -14,6 +14,8 @@ from urllib.parse import urlparse
 from pyspark.sql import SparkSession
 
 from zync_assets.errors import ZyncError
+from zync_assets.settings import spark_master
+from zync_assets.spark_functions import quiet_query_errors, register_functions
 
 # Retries of a lost connection: 0.05, 0.2, 0.8, 3.2 s, then 5 s each, about 25 s in all:
 # long enough for a server restart to go unnoticed by a run, short enough to be an error.
@@ -46,8 +48,6 @@ def server_down(url: str) -> ZyncError:
 def connect_session(url: str, app_name: str) -> SparkSession:
     """A session on the server at `url`, with zync's functions registered in it."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
-
-    from zync_assets.spark import quiet_query_errors, register_functions
 
     if not server_answers(url):
         raise server_down(url)
@@ -83,6 +83,4 @@ def connect_failure(exc: BaseException, url: str | None = None) -> ZyncError | N
     )
     if not lost:
         return None
-    from zync_assets.spark import spark_master
-
     return server_down(url or spark_master())

@@ -44,6 +44,7 @@ class RawStatus:
     pool: str
     partitions: list[PartitionLag]  # Kafka end offsets vs the pool's progress
     dead_letters: int
+    exists: bool = True  # False: no pool in the lake yet (nothing ingested)
 
     @property
     def lag(self) -> int:
@@ -70,6 +71,7 @@ class StagingStatus:
     oldest_pending: dt.datetime | None
     expired: int  # events that waited too long, copied to `<pool>_dlq`
     outputs: list[OutputStatus]
+    exists: bool = True  # False: no pool in the lake yet (the ETL never committed)
 
     @property
     def lag(self) -> int:
@@ -99,8 +101,10 @@ def raw_status(
 ) -> RawStatus:
     marks = watermarks(kafka, topics, missing_ok=True)
     end = high_marks(marks)
-    progress = read_progress(pool_path(pool)).offsets
-    return RawStatus(pool, _lags(end, progress), dead_letter_count(spark, pool))
+    path = pool_path(pool)
+    progress = read_progress(path).offsets
+    exists = pool_exists(path)
+    return RawStatus(pool, _lags(end, progress), dead_letter_count(spark, pool), exists)
 
 
 def raw_progress_of(spec: Spec) -> Offsets:
@@ -144,6 +148,7 @@ def staging_status(
         oldest_pending=min((w.timestamp for w in waiting), default=None),
         expired=dead_letter_count(spark, pool),
         outputs=outputs,
+        exists=pool_exists(pool_path(pool)),
     )
 
 

@@ -97,7 +97,7 @@ def test_a_raw_pools_sensor_runs_carry_its_data_through_every_stage_below_it(
 ) -> None:
     """One run per change, not one per stage: each run start and sensor tick saved is
     seconds of freshness. A raw pool no transform reads carries nothing further."""
-    spec = stateless_spec(tmp_path / "a.yaml", "A", "PA", "SA", "sql: \"in.key AS key\"")
+    spec = stateless_spec(tmp_path / "a.yaml", "A", "PA", "SA", 'sql: "in.key AS key"')
     lone = tmp_path / "b.yaml"
     lone.write_text("inputs:\n  - {topic: B, pool: PB}\n")
     defs = build_definitions([load_spec(spec), load_spec(lone)])
@@ -130,9 +130,9 @@ def test_raw_then_staging_and_done_materialize_with_passing_checks(
         "raw/FlowRaw", "staging/FlowStaging", "done/FlowStaging", f"kafka/{topic}_out",
         "table/flow_current", "table/flow_history",
     }  # fmt: skip
-    assert {k.to_user_string() for k in graph.get(AssetKey(["table", "flow_current"])).parent_keys} == {
-        "staging/FlowStaging"
-    }
+    assert {
+        k.to_user_string() for k in graph.get(AssetKey(["table", "flow_current"])).parent_keys
+    } == {"staging/FlowStaging"}
     result = materialize(
         [defs.get_assets_def(k) for k in keys], instance=instance, resources=defs.resources
     )
@@ -222,6 +222,20 @@ def test_staging_follows_new_raw_data_and_only_then(
     assert after_raw.get_num_requested(staging_key("EagerStaging")) == 1
     # to-kafka is requested with staging, in the same run, after it
     assert after_raw.get_num_requested(out) == 1
+
+    # A run with nothing new to do says so: no "None" in its log lines or its metadata.
+    assert materialize(everything, instance=instance, resources=defs.resources).success
+    idle = materialize(everything, instance=instance, resources=defs.resources)
+    lines = [e.user_message for e in instance.all_logs(idle.run_id)]
+    ours = [
+        m
+        for m in lines
+        if m.startswith(("pool EagerRaw", "eager → EagerStaging", "EagerStaging →"))
+    ]
+    assert len(ours) == 3 and not [m for m in ours if "None" in m], ours
+    for materialization in idle.get_asset_materialization_events():
+        values = materialization.materialization.metadata.values()
+        assert not [v for v in values if v.value is None or str(v.value) == "None"]
 
 
 def test_dead_letters_show_in_metadata_and_warn_through_an_asset_check(

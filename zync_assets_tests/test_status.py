@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,17 @@ from zync_assets.status import OutputStatus, PartitionLag, raw_status, staging_s
 from zync_assets_tests.conftest import Stack, produce_bytes, produce_json, run_zync
 
 pytestmark = pytest.mark.integration
+
+
+def column_text(shown: str, header: str, table: int = 1) -> str:
+    """The cells of one column of the `table`-th table `zync status` drew, joined: what a
+    reader sees in it, however the terminal's width folded them."""
+    tables = shown.split("┏")[1:]
+    head, body = tables[table - 1].split("┡", 1)
+    header_row = next(line for line in head.splitlines() if header in line)
+    index = [cell.strip() for cell in header_row.split("┃")].index(header)
+    rows = [line for line in body.split("└", 1)[0].splitlines() if line.startswith("│")]
+    return "".join(row.split("│")[index].strip() for row in rows)
 
 
 def test_lag_never_goes_negative_and_coverage_needs_every_partition() -> None:
@@ -51,9 +64,73 @@ transforms:
     assert (staging.lag, staging.pending, staging.expired) == (0, 0, 0)
     assert staging.outputs == [OutputStatus(f"{topic}_out", staged=3, sent=0)]
 
-    env = stack.env(ZYNC_LAKE=str(lake), COLUMNS="250")  # no wrapped table cells
-    shown = run_zync("status", str(spec_path), env=env, timeout=300)
+    env = stack.env(ZYNC_LAKE=str(lake))
+    shown = run_zync("status", str(spec_path), env=env, timeout=300)  # piped: JSON
     assert shown.returncode == 0, shown.stderr
-    row = next(line for line in shown.stdout.splitlines() if f"{topic}[0]" in line)
-    end, cursor, lag, dead = (cell.strip() for cell in row.split("│")[3:7])
-    assert (end, cursor, lag, dead) == ("5", "4", "1", "1")
+    document = json.loads(shown.stdout)
+    assert document["lake"] == str(lake.resolve())
+    (raw_pool,) = document["raw_pools"]
+    assert (raw_pool["pool"], raw_pool["exists"], raw_pool["dead_letters"]) == (
+        "StatusRaw",
+        True,
+        1,
+    )
+    assert raw_pool["partitions"] == [
+        {"topic": topic, "partition": 0, "end": 5, "cursor": 4, "lag": 1}
+    ]
+    (staging_pool,) = document["staging_pools"]
+    assert staging_pool["outputs"] == [
+        {"topic": f"{topic}_out", "staged": 3, "sent": 0, "unsent": 3}
+    ]
+
+    # In an 80-column terminal the tables wrap their cells instead of cutting names short.
+    narrow = run_zync("status", "--format", "table", str(spec_path), env={**env, "COLUMNS": "80"})
+    assert narrow.returncode == 0, narrow.stderr
+    assert "…" not in narrow.stdout
+    assert max(len(line) for line in narrow.stdout.splitlines()) <= 80
+    assert f"lake   {lake.resolve()}" in narrow.stdout
+    assert column_text(narrow.stdout, "topic[partition]") == f"{topic}[0]"  # whole, if folded
+    assert column_text(narrow.stdout, "pool", table=2) == "StatusStaging"
+
+
+def test_status_names_the_lake_it_read_and_the_pools_missing_there(
+    stack: Stack, spark_server: str, topic: str, tmp_path: Path
+) -> None:
+    """Run where no pool exists yet: it must say so, not report a cursor of 0."""
+    spec_path = tmp_path / "elsewhere.yaml"
+    spec_path.write_text(
+        f"""
+inputs:
+  - {{topic: {topic}, pool: NeverIngested}}
+outputs:
+  - {{topic: {topic}_out, pool: NeverStaged}}
+transforms:
+  - {{type: stateless, in: {topic}, out: {topic}_out, sql: "in.key AS key, in.value AS value"}}
+"""
+    )
+    produce_json(stack, topic, [({"id": 1}, {"n": 1}), ({"id": 2}, {"n": 2})])
+    empty_lake = tmp_path / "empty-lake"
+    env = stack.env(ZYNC_LAKE=str(empty_lake), ZYNC_SPARK_MASTER=spark_server)
+    shown = run_zync("status", str(spec_path), "--format", "table", env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert f"lake   {empty_lake.resolve()}" in shown.stdout
+    assert f"specs  {spec_path.resolve()}" in shown.stdout
+    assert "NeverIngested (missing)" in shown.stdout
+    assert "NeverStaged (missing)" in shown.stdout
+    assert "MISSING: no pool NeverIngested, NeverStaged in" in " ".join(shown.stdout.split())
+
+    document = json.loads(run_zync("status", str(spec_path), env=env, cwd=tmp_path).stdout)
+    (raw_pool,) = document["raw_pools"]
+    assert raw_pool["exists"] is False
+    assert raw_pool["partitions"] == [
+        {"topic": topic, "partition": 0, "end": 2, "cursor": None, "lag": 2}
+    ]
+    assert [s["exists"] for s in document["staging_pools"]] == [False]
+
+
+def test_status_without_specs_says_which_folder_it_searched(tmp_path: Path) -> None:
+    shown = run_zync("status", cwd=tmp_path, env={**os.environ, "ZYNC_SPECS": str(tmp_path)})
+    assert shown.returncode == 1
+    assert shown.stderr.strip() == (
+        f"zync: error: no spec files in {tmp_path.resolve()}: name them, or set ZYNC_SPECS"
+    )

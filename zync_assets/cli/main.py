@@ -24,13 +24,12 @@ from zync_assets.spark_connect import connect_failure
 @click.option("-v", "--verbose", is_flag=True, help="Show client logs (librdkafka, Spark).")
 def zync(verbose: bool) -> None:
     """zync-assets: Kafka CDC → Delta Lake pools → Kafka, orchestrated by Dagster."""
+    if verbose:  # read where the clients are made (settings.verbose), here and in subprocesses
+        os.environ["ZYNC_VERBOSE"] = "1"
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    if not verbose:
-        # librdkafka reports every failed connection attempt; our errors say it once.
-        logging.getLogger("zync.librdkafka").setLevel(logging.CRITICAL)
 
 
 for command in (

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -12,64 +15,157 @@ from rich.table import Table
 
 from zync_assets.errors import ZyncError
 from zync_assets.etl.run import staging_pools
+from zync_assets.pools import lake_dir, pool_path
 from zync_assets.settings import kafka_settings
 from zync_assets.spec import Spec, all_raw_pools, find_specs, load_spec, spec_folder
 from zync_assets.status import RawStatus, StagingStatus, raw_status, staging_status
 
 
-def _specs(paths: tuple[str, ...]) -> list[Spec]:
+def _spec_paths(paths: tuple[str, ...]) -> list[Path]:
     found = [Path(p) for p in paths] or find_specs(spec_folder())
     if not found:
-        raise ZyncError(f"no spec files in {spec_folder()}: name them, or set ZYNC_SPECS")
-    return [load_spec(p) for p in found]
+        raise ZyncError(f"no spec files in {spec_folder().resolve()}: name them, or set ZYNC_SPECS")
+    return found
 
 
 def _age(delta: dt.timedelta | None) -> str:
     return "-" if delta is None else str(delta).split(".")[0]
 
 
-def raw_table(statuses: list[RawStatus]) -> Table:
-    table = Table(title="raw pools: Kafka end offset − pool cursor")
-    for column in ("pool", "topic[partition]", "end", "cursor", "lag", "dead letters"):
+def _pool_cell(pool: str, exists: bool) -> str:
+    return pool if exists else f"{pool} (missing)"
+
+
+def _table(title: str, columns: tuple[str, ...], left: tuple[str, ...]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        # Cells wrap rather than cut a name short when the terminal is narrow.
         table.add_column(
-            column, justify="left" if column in ("pool", "topic[partition]") else "right"
+            escape(column), justify="left" if column in left else "right", overflow="fold"
         )
+    return table
+
+
+def raw_table(statuses: list[RawStatus]) -> Table:
+    table = _table(
+        "raw pools: Kafka end offset − pool cursor",
+        ("pool", "topic[partition]", "end", "cursor", "lag", "dead letters"),
+        ("pool", "topic[partition]"),
+    )
     for status in statuses:
         for i, part in enumerate(status.partitions or [None]):
             where = escape(f"{part.topic}[{part.partition}]") if part else "(no partitions yet)"
-            figures = [str(part.end), str(part.cursor), str(part.lag)] if part else ["-"] * 3
+            cursor = str(part.cursor) if part and status.exists else "-"
+            figures = [str(part.end), cursor, str(part.lag)] if part else ["-"] * 3
             dead = str(status.dead_letters) if i == 0 else ""
-            table.add_row(status.pool if i == 0 else "", where, *figures, dead)
+            pool = escape(_pool_cell(status.pool, status.exists)) if i == 0 else ""
+            table.add_row(pool, where, *figures, dead)
     return table
 
 
 def staging_table(statuses: list[StagingStatus]) -> Table:
-    table = Table(title="staging pools: raw pool cursor − ETL cursor; output records − sent")
-    for column in ("pool (spec)", "input lag", "pending", "oldest pending", "expired",
-                   "output topic", "staged", "sent", "unsent"):  # fmt: skip
-        table.add_column(
-            column, justify="left" if column in ("pool (spec)", "output topic") else "right"
-        )
+    table = _table(
+        "staging pools: raw pool cursor − ETL cursor",
+        ("pool", "spec", "input lag", "pending", "oldest pending", "expired"),
+        ("pool", "spec"),
+    )
     for status in statuses:
-        for i, out in enumerate(status.outputs):
-            first = i == 0
-            table.add_row(
-                f"{status.pool} ({status.spec})" if first else "",
-                str(status.lag) if first else "",
-                str(status.pending) if first else "",
-                _age(status.oldest_pending_age()) if first else "",
-                str(status.expired) if first else "",
-                out.topic, str(out.staged), str(out.sent), str(out.lag),
-            )  # fmt: skip
+        table.add_row(
+            escape(_pool_cell(status.pool, status.exists)), escape(status.spec),
+            str(status.lag), str(status.pending), _age(status.oldest_pending_age()),
+            str(status.expired),
+        )  # fmt: skip
     return table
+
+
+def output_table(statuses: list[StagingStatus]) -> Table:
+    table = _table(
+        "output topics: staged output records − records sent",
+        ("topic", "from pool", "staged", "sent", "unsent"),
+        ("topic", "from pool"),
+    )
+    for status in statuses:
+        for out in status.outputs:
+            row = (out.topic, status.pool, str(out.staged), str(out.sent), str(out.lag))
+            table.add_row(*(escape(cell) for cell in row))
+    return table
+
+
+def missing_note(raws: list[RawStatus], stagings: list[StagingStatus]) -> str | None:
+    missing = [r.pool for r in raws if not r.exists] + [s.pool for s in stagings if not s.exists]
+    if not missing:
+        return None
+    return (
+        f"MISSING: no pool {', '.join(missing)} in {lake_dir()} yet: nothing was ingested or "
+        "transformed into this lake (`zync run SPEC` does both), or ZYNC_LAKE should name "
+        "another lake"
+    )
+
+
+def status_document(
+    specs: list[Path], raws: list[RawStatus], stagings: list[StagingStatus]
+) -> dict[str, Any]:
+    """The same figures as the tables, for `--format json`."""
+    return {
+        "lake": str(lake_dir()),
+        "specs": [str(p.resolve()) for p in specs],
+        "raw_pools": [
+            {
+                "pool": r.pool, "exists": r.exists, "path": pool_path(r.pool),
+                "lag": r.lag, "dead_letters": r.dead_letters,
+                "partitions": [
+                    {"topic": p.topic, "partition": p.partition, "end": p.end,
+                     "cursor": p.cursor if r.exists else None, "lag": p.lag}
+                    for p in r.partitions
+                ],
+            }
+            for r in raws
+        ],
+        "staging_pools": [
+            {
+                "pool": s.pool, "spec": s.spec, "exists": s.exists, "path": pool_path(s.pool),
+                "input_lag": s.lag, "pending": s.pending,
+                "oldest_pending_age_s": age.total_seconds()
+                if (age := s.oldest_pending_age()) is not None else None,
+                "expired": s.expired,
+                "outputs": [
+                    {"topic": o.topic, "staged": o.staged, "sent": o.sent, "unsent": o.lag}
+                    for o in s.outputs
+                ],
+            }
+            for s in stagings
+        ],
+    }  # fmt: skip
 
 
 @click.command()
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
-def status(specs: tuple[str, ...]) -> None:
+@click.option(
+    "--format", "output_format", type=click.Choice(["table", "json"]), default=None,
+    help="table (default on a terminal) or json (default when piped): one JSON document.",
+)  # fmt: skip
+def status(specs: tuple[str, ...], output_format: str | None) -> None:
     """Lag, pending events and dead letters of the pools of SPECS (default: every spec in
-    $ZYNC_SPECS or ./etl_specs)."""
-    loaded = _specs(specs)
+    $ZYNC_SPECS or ./etl_specs), in the lake $ZYNC_LAKE (default ./.zync/lake)."""
+    paths = _spec_paths(specs)
+    loaded = [load_spec(p) for p in paths]
+    output_format = output_format or ("table" if sys.stdout.isatty() else "json")
+    raws, stagings = _read_statuses(loaded)
+    if output_format == "json":
+        click.echo(json.dumps(status_document(paths, raws, stagings), indent=2))
+        return
+    out = Console(highlight=False)
+    out.print(f"lake   {escape(str(lake_dir()))}")
+    out.print(f"specs  {escape(', '.join(str(p.resolve()) for p in paths))}")
+    out.print(raw_table(raws))
+    if stagings:
+        out.print(staging_table(stagings))
+        out.print(output_table(stagings))
+    if (note := missing_note(raws, stagings)) is not None:
+        out.print(escape(note))
+
+
+def _read_statuses(loaded: list[Spec]) -> tuple[list[RawStatus], list[StagingStatus]]:
     progress = Console(stderr=True)
     with progress.status("starting Spark to read the pools…"):
         from zync_assets.spark import spark_session
@@ -83,7 +179,4 @@ def status(specs: tuple[str, ...]) -> None:
             for spec in loaded
             for pool in staging_pools(spec)
         ]
-    out = Console()
-    out.print(raw_table(raws))
-    if stagings:
-        out.print(staging_table(stagings))
+    return raws, stagings

@@ -16,14 +16,23 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from zync_assets.errors import ZyncError
-from zync_assets.settings import KafkaSettings
+from zync_assets.settings import KafkaSettings, verbose
 
 CONNECT_TIMEOUT_S = 10.0
 LIBRDKAFKA_LOG = logging.getLogger("zync.librdkafka")
 
 
+# librdkafka's syslog levels: 7 debug ... 3 error, 2 critical.
+_QUIET_LOG_LEVEL = 2
+_VERBOSE_LOG_LEVEL = 6
+
+
 def _base(settings: KafkaSettings) -> dict[str, Any]:
-    return {**settings.client_config(), "logger": LIBRDKAFKA_LOG}
+    # librdkafka logs every failed connection attempt and every retry ("GETPID ...
+    # Coordinator load in progress: retrying" on a transactional producer's first call);
+    # zync's errors say once what failed. `zync -v` (or ZYNC_DEBUG=1) shows them.
+    level = _VERBOSE_LOG_LEVEL if verbose() else _QUIET_LOG_LEVEL
+    return {**settings.client_config(), "logger": LIBRDKAFKA_LOG, "log_level": level}
 
 
 def admin_client(settings: KafkaSettings) -> AdminClient:
