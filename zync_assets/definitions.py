@@ -23,7 +23,6 @@ from dagster import (
 )
 
 from zync_assets.errors import ZyncError
-from zync_assets.etl.run import staging_pools
 from zync_assets.orchestration.maintenance import maintenance_job, maintenance_schedule
 from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets, topic_key
 from zync_assets.orchestration.resources import (
@@ -76,7 +75,7 @@ def downstream_of(pool: str, specs: list[Spec]) -> list[AssetKey]:
         if pool not in spec.raw_pools():
             continue
         if spec.transforms:
-            for staging in staging_pools(spec):
+            for staging in spec.staging_pools():
                 keys += [staging_key(staging), done_key(staging)]
             keys += [topic_key(route.topic) for route in spec.outputs]
         keys += [table_key(t.name) for t in spec.tables if t.from_staging and spec.transforms]

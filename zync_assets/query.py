@@ -11,7 +11,8 @@ import json
 from collections.abc import Iterator
 
 from pyspark.errors import AnalysisException, ParseException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from zync_assets.errors import ZyncError
 from zync_assets.pools import list_pools, list_tables, pool_path, table_path
@@ -80,7 +81,11 @@ def run_query(spark: SparkSession, sql: str, as_of: str | None = None) -> Iterat
     yield from _json_rows(frame)
 
 
-def _json_rows(frame) -> Iterator[dict]:
-    for line in frame.toJSON().toLocalIterator():
-        # An RDD of strings locally; through Spark Connect, a frame of one string column.
-        yield json.loads(line if isinstance(line, str) else line[0])
+def _json_rows(frame: DataFrame) -> Iterator[dict]:
+    # Rendered by Spark as DataFrame.toJSON would, but as a frame: toJSON's RDD is local
+    # only, and PySpark warns on every call that its return type will change.
+    rendered = frame.select(
+        F.to_json(F.struct(*[F.col("`" + c.replace("`", "``") + "`") for c in frame.columns]))
+    )
+    for (line,) in rendered.toLocalIterator():
+        yield json.loads(line)

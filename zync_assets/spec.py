@@ -46,6 +46,13 @@ class Spec:
             pools.setdefault(route.pool, []).append(route.topic)
         return pools
 
+    def staging_pools(self) -> dict[str, list[str]]:
+        """staging pool -> the rules' output topics in it, in file order."""
+        pools: dict[str, list[str]] = {}
+        for route in self.outputs:
+            pools.setdefault(route.pool, []).append(route.topic)
+        return pools
+
     def formats(self) -> dict[str, WireFormat]:
         """topic -> its wire format, inputs and outputs."""
         return {route.topic: route.format for route in self.inputs + self.outputs}

@@ -6,6 +6,7 @@ Lag is always "end − cursor" of one hop:
   raw pool        Kafka end offset        − the pool's ingest progress
   staging pool    raw pool's progress     − the ETL cursor (includes pending events)
   output topic    staging records         − records in the topic
+  lake table      its source pool's end   − the table's cursor
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from zync_assets.etl.report import waiting_events
-from zync_assets.etl.run import staging_pools
 from zync_assets.etl.state import read_state
 from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.kafka.offsets import high_marks, watermarks
-from zync_assets.pools import dead_letter_path, pool_exists, pool_path
+from zync_assets.pools import dead_letter_path, pool_exists, pool_path, pool_version, table_path
 from zync_assets.settings import KafkaSettings
 from zync_assets.spec import Spec
+from zync_assets.tables.changes import source_ends
+from zync_assets.tables.definition import TableDef
+from zync_assets.tables.state import read_table_state
 from zync_assets.tokafka.position import topic_position
 
 
@@ -83,6 +86,24 @@ class StagingStatus:
         return (now or dt.datetime.now(dt.UTC)) - self.oldest_pending
 
 
+@dataclass(frozen=True)
+class TableStatus:
+    table: str
+    source: str  # the topic whose events it applies
+    source_pool: str
+    stored_as: str  # scd1 | scd2
+    version: int | None  # the table's newest version (None: no table yet)
+    partitions: list[PartitionLag]  # the source pool's committed end vs the table's cursors
+
+    @property
+    def exists(self) -> bool:
+        return self.version is not None
+
+    @property
+    def lag(self) -> int:
+        return sum(p.lag for p in self.partitions)
+
+
 def dead_letter_count(spark: SparkSession, pool: str) -> int:
     path = dead_letter_path(pool)
     return spark.read.format("delta").load(path).count() if pool_exists(path) else 0
@@ -125,7 +146,7 @@ def etl_backlog(spec: Spec) -> int:
     """Raw events beyond the ETL cursors of the spec's staging pools (read from commit
     files: no Spark job). An event in two staging pools' backlogs counts twice."""
     total = 0
-    for pool in staging_pools(spec):
+    for pool in spec.staging_pools():
         cursors = read_state(pool_path(pool), spec.name).cursors
         total += sum(p.lag for p in input_lags(spec, cursors))
     return total
@@ -138,7 +159,7 @@ def staging_status(
     waiting = waiting_events(spark, spec, pool)
     outputs = [
         _output_status(kafka, pool, topic, state.next_offsets.get(topic, 0))
-        for topic in staging_pools(spec)[pool]
+        for topic in spec.staging_pools()[pool]
     ]
     return StagingStatus(
         pool=pool,
@@ -150,6 +171,17 @@ def staging_status(
         outputs=outputs,
         exists=pool_exists(pool_path(pool)),
     )
+
+
+def table_status(spec: Spec, table: TableDef) -> TableStatus:
+    """How far a lake table is behind its source pool, from commit files (no Spark job)."""
+    path = table_path(table.name)
+    state = read_table_state(path, table.name)
+    ends = source_ends(spec, table) or {}
+    return TableStatus(
+        table.name, table.source, table.source_pool, table.stored_as, pool_version(path),
+        _lags(ends, state.cursors),
+    )  # fmt: skip
 
 
 def _output_status(kafka: KafkaSettings, pool: str, topic: str, staged: int) -> OutputStatus:

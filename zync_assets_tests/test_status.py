@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from zync_assets.demo.via_dagster import covers
-from zync_assets.status import OutputStatus, PartitionLag, raw_status, staging_status
+from zync_assets.status import (
+    OutputStatus,
+    PartitionLag,
+    raw_status,
+    staging_status,
+    table_status,
+)
 from zync_assets_tests.conftest import Stack, produce_bytes, produce_json, run_zync
 
 pytestmark = pytest.mark.integration
@@ -40,6 +46,7 @@ def test_status_shows_lag_pending_dead_letters_and_unsent_records(
     from zync_assets.etl.run import run_etl
     from zync_assets.ingest.ingest import ingest
     from zync_assets.spec import load_spec
+    from zync_assets.tables.apply import run_tables
 
     spec_path = tmp_path / "status.yaml"
     spec_path.write_text(
@@ -50,13 +57,21 @@ outputs:
   - {{topic: {topic}_out, pool: StatusStaging}}
 transforms:
   - {{type: stateless, in: {topic}, out: {topic}_out, sql: "in.key AS key, in.value AS value"}}
+tables:
+  - {{name: status_current, source: {topic}_out, keys: [id]}}
 """
     )
-    produce_json(stack, topic, [({"id": i}, {"n": i}) for i in range(3)])
+    produce_json(stack, topic, [({"id": i}, {"id": i, "n": i}) for i in range(3)])
     produce_bytes(stack, topic, [(None, b"not avro")])
     ingest(spark, "StatusRaw", [topic], stack.kafka, registry)
     run_etl(spark, load_spec(spec_path))
-    produce_json(stack, topic, [({"id": 9}, {"n": 9})])  # not ingested yet
+    spec = load_spec(spec_path)
+    (behind,) = [table_status(spec, t) for t in spec.tables]
+    assert (behind.exists, behind.lag) == (False, 3)  # the 3 output records to apply
+    run_tables(spark, spec, registry)
+    (applied,) = [table_status(spec, t) for t in spec.tables]
+    assert (applied.exists, applied.lag) == (True, 0)
+    produce_json(stack, topic, [({"id": 9}, {"id": 9, "n": 9})])  # not ingested yet
 
     raw = raw_status(spark, stack.kafka, "StatusRaw", [topic])
     assert (raw.lag, raw.dead_letters) == (1, 1)
@@ -91,6 +106,8 @@ transforms:
     assert f"lake   {lake.resolve()}" in narrow.stdout
     assert column_text(narrow.stdout, "topic[partition]") == f"{topic}[0]"  # whole, if folded
     assert column_text(narrow.stdout, "pool", table=2) == "StatusStaging"
+    assert column_text(narrow.stdout, "table", table=4) == "status_current"
+    assert [(t["table"], t["lag"]) for t in document["tables"]] == [("status_current", 0)]
 
 
 def test_status_names_the_lake_it_read_and_the_pools_missing_there(
@@ -106,11 +123,13 @@ outputs:
   - {{topic: {topic}_out, pool: NeverStaged}}
 transforms:
   - {{type: stateless, in: {topic}, out: {topic}_out, sql: "in.key AS key, in.value AS value"}}
+tables:
+  - {{name: never_applied, source: {topic}_out, keys: [id]}}
 """
     )
-    produce_json(stack, topic, [({"id": 1}, {"n": 1}), ({"id": 2}, {"n": 2})])
+    produce_json(stack, topic, [({"id": 1}, {"id": 1}), ({"id": 2}, {"id": 2})])
     empty_lake = tmp_path / "empty-lake"
-    env = stack.env(ZYNC_LAKE=str(empty_lake), ZYNC_SPARK_MASTER=spark_server)
+    env = stack.env(ZYNC_LAKE=str(empty_lake), ZYNC_SPARK_MASTER=spark_server, COLUMNS="200")
     shown = run_zync("status", str(spec_path), "--format", "table", env=env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert f"lake   {empty_lake.resolve()}" in shown.stdout
@@ -126,6 +145,8 @@ transforms:
         {"topic": topic, "partition": 0, "end": 2, "cursor": None, "lag": 2}
     ]
     assert [s["exists"] for s in document["staging_pools"]] == [False]
+    assert [(t["table"], t["version"]) for t in document["tables"]] == [("never_applied", None)]
+    assert "never_applied (not yet)" in shown.stdout
 
 
 def test_status_without_specs_says_which_folder_it_searched(tmp_path: Path) -> None:

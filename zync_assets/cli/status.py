@@ -14,11 +14,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from zync_assets.errors import ZyncError
-from zync_assets.etl.run import staging_pools
 from zync_assets.pools import lake_dir, pool_path
 from zync_assets.settings import kafka_settings
 from zync_assets.spec import Spec, all_raw_pools, find_specs, load_spec, spec_folder
-from zync_assets.status import RawStatus, StagingStatus, raw_status, staging_status
+from zync_assets.status import (
+    RawStatus,
+    StagingStatus,
+    TableStatus,
+    raw_status,
+    staging_status,
+    table_status,
+)
 
 
 def _spec_paths(paths: tuple[str, ...]) -> list[Path]:
@@ -91,6 +97,22 @@ def output_table(statuses: list[StagingStatus]) -> Table:
     return table
 
 
+def lake_table_table(statuses: list[TableStatus]) -> Table:
+    table = _table(
+        "lake tables: source pool end − table cursor",
+        ("table", "kind", "source (pool)", "version", "lag"),
+        ("table", "kind", "source (pool)"),
+    )
+    for status in statuses:
+        version = "-" if status.version is None else str(status.version)
+        table.add_row(
+            escape(status.table if status.exists else f"{status.table} (not yet)"),
+            status.stored_as, escape(f"{status.source} ({status.source_pool})"), version,
+            str(status.lag),
+        )  # fmt: skip
+    return table
+
+
 def missing_note(raws: list[RawStatus], stagings: list[StagingStatus]) -> str | None:
     missing = [r.pool for r in raws if not r.exists] + [s.pool for s in stagings if not s.exists]
     if not missing:
@@ -103,8 +125,9 @@ def missing_note(raws: list[RawStatus], stagings: list[StagingStatus]) -> str | 
 
 
 def status_document(
-    specs: list[Path], raws: list[RawStatus], stagings: list[StagingStatus]
-) -> dict[str, Any]:
+    specs: list[Path], raws: list[RawStatus], stagings: list[StagingStatus],
+    tables: list[TableStatus],
+) -> dict[str, Any]:  # fmt: skip
     """The same figures as the tables, for `--format json`."""
     return {
         "lake": str(lake_dir()),
@@ -135,6 +158,18 @@ def status_document(
             }
             for s in stagings
         ],
+        "tables": [
+            {
+                "table": t.table, "stored_as": t.stored_as, "source": t.source,
+                "source_pool": t.source_pool, "version": t.version, "lag": t.lag,
+                "partitions": [
+                    {"topic": p.topic, "partition": p.partition, "end": p.end,
+                     "cursor": p.cursor, "lag": p.lag}
+                    for p in t.partitions
+                ],
+            }
+            for t in tables
+        ],
     }  # fmt: skip
 
 
@@ -151,8 +186,9 @@ def status(specs: tuple[str, ...], output_format: str | None) -> None:
     loaded = [load_spec(p) for p in paths]
     output_format = output_format or ("table" if sys.stdout.isatty() else "json")
     raws, stagings = _read_statuses(loaded)
+    tables = [table_status(spec, table) for spec in loaded for table in spec.tables]
     if output_format == "json":
-        click.echo(json.dumps(status_document(paths, raws, stagings), indent=2))
+        click.echo(json.dumps(status_document(paths, raws, stagings, tables), indent=2))
         return
     out = Console(highlight=False)
     out.print(f"lake   {escape(str(lake_dir()))}")
@@ -161,6 +197,8 @@ def status(specs: tuple[str, ...], output_format: str | None) -> None:
     if stagings:
         out.print(staging_table(stagings))
         out.print(output_table(stagings))
+    if tables:
+        out.print(lake_table_table(tables))
     if (note := missing_note(raws, stagings)) is not None:
         out.print(escape(note))
 
@@ -177,6 +215,6 @@ def _read_statuses(loaded: list[Spec]) -> tuple[list[RawStatus], list[StagingSta
         stagings = [
             staging_status(spark, settings, spec, pool)
             for spec in loaded
-            for pool in staging_pools(spec)
+            for pool in spec.staging_pools()
         ]
     return raws, stagings

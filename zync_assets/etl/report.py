@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from zync_assets.etl import classify as cl
 from zync_assets.etl.compile import compile_rules
-from zync_assets.etl.run import classified_events, staging_pools
+from zync_assets.etl.pending import classified_events
 from zync_assets.etl.state import read_state
 from zync_assets.pools import pool_path
 from zync_assets.spec import Spec
@@ -32,7 +32,7 @@ def explain_spec(spark: SparkSession, spec: Spec) -> str:
             lines.append(f"  in {r.input}")
         lines.append(f"  where {r.where or 'true'}")
         lines.append("  sql " + " ".join(r.sql.split()))
-    for pool in staging_pools(spec):
+    for pool in spec.staging_pools():
         state = read_state(pool_path(pool), spec.name)
         lines.append(f"staging pool {pool}: run {state.run}, cursors {state.cursors or 'none'}, "
                      f"next output offsets {state.next_offsets or 'none'}")  # fmt: skip
@@ -59,7 +59,7 @@ class Waiting:
 def waiting_events(spark: SparkSession, spec: Spec, pool: str) -> list[Waiting]:
     """The events of `spec` that are pending in staging pool `pool`, oldest offsets first."""
     now = dt.datetime.now(dt.UTC)
-    topics = staging_pools(spec)[pool]
+    topics = spec.staging_pools()[pool]
     rules = [r for r in compile_rules(spark, spec) if r.rule.out in topics]
     this = classified_events(spark, spec, pool, rules, now)
     try:
@@ -71,7 +71,9 @@ def waiting_events(spark: SparkSession, spec: Spec, pool: str) -> list[Waiting]:
 def pending_report(spark: SparkSession, spec: Spec) -> list[str]:
     """One line per pending event: where it is, how old, and what it waits for."""
     now = dt.datetime.now(dt.UTC)
-    lines = [w.line(now) for pool in staging_pools(spec) for w in waiting_events(spark, spec, pool)]
+    lines = [
+        w.line(now) for pool in spec.staging_pools() for w in waiting_events(spark, spec, pool)
+    ]
     return lines or ["no pending events"]
 
 

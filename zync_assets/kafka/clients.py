@@ -77,9 +77,11 @@ def cluster_metadata(
     settings: KafkaSettings, topic: str | None = None, timeout: float = CONNECT_TIMEOUT_S
 ) -> ClusterMetadata:
     """Broker metadata, or a ZyncError saying the broker cannot be reached."""
+    admin = admin_client(settings)
     try:
-        return admin_client(settings).list_topics(topic=topic, timeout=timeout)
+        return admin.list_topics(topic=topic, timeout=timeout)
     except KafkaException as exc:
+        admin.poll(0)  # hand librdkafka's queued logs to its logger: `zync -v` shows why
         raise unreachable(settings, exc.args[0].str() if exc.args else exc) from exc
 
 

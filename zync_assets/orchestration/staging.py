@@ -17,7 +17,7 @@ from dagster import (
 from pyspark.sql import SparkSession
 
 from zync_assets.etl.checks import run_checks
-from zync_assets.etl.run import EtlResult, staging_pools
+from zync_assets.etl.run import EtlResult
 from zync_assets.etl.sized import sized_etl
 from zync_assets.ingest.ranges import offsets_to_json
 from zync_assets.orchestration.raw import dead_letter_check, raw_key
@@ -62,7 +62,7 @@ def pending_age_seconds(oldest: dt.datetime | None) -> float:
 
 def etl_assets(spec: Spec) -> list:
     raw_deps = [raw_key(pool) for pool in spec.raw_pools()]
-    return [_pool_asset(spec, pool, raw_deps) for pool in staging_pools(spec)]
+    return [_pool_asset(spec, pool, raw_deps) for pool in spec.staging_pools()]
 
 
 def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):

@@ -112,18 +112,24 @@ class NewRows:
     ends: Offsets  # per source partition: the end offset this pass reads to
 
 
-def new_rows(spark: SparkSession, spec: Spec, table: TableDef, cursors: Offsets) -> NewRows | None:
-    """The source's rows from `cursors` to the pool's committed end (None: no pool yet)."""
+def source_ends(spec: Spec, table: TableDef) -> Offsets | None:
+    """Per source partition, the end of what the source pool has committed (None: no pool
+    yet), read from its commit files: no Spark job."""
     path = pool_path(table.source_pool)
     if not pool_exists(path):
         return None
     if table.from_staging:
-        ends = {table.source: {0: read_state(path, spec.name).next_offsets.get(table.source, 0)}}
-        kind = F.col("kind") == "output"
-    else:
-        progress = read_progress(path)
-        ends = {table.source: dict(progress.offsets.get(table.source, {}))}
-        kind = F.col("dead_letter").isNull()
+        return {table.source: {0: read_state(path, spec.name).next_offsets.get(table.source, 0)}}
+    return {table.source: dict(read_progress(path).offsets.get(table.source, {}))}
+
+
+def new_rows(spark: SparkSession, spec: Spec, table: TableDef, cursors: Offsets) -> NewRows | None:
+    """The source's rows from `cursors` to the pool's committed end (None: no pool yet)."""
+    ends = source_ends(spec, table)
+    if ends is None:
+        return None
+    path = pool_path(table.source_pool)
+    kind = F.col("kind") == "output" if table.from_staging else F.col("dead_letter").isNull()
     rows = (
         spark.read.format("delta")
         .load(path)

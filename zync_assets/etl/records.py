@@ -1,0 +1,114 @@
+"""The records one ETL pass writes to its staging pool: output records, numbered densely
+per output topic in source order (order.py), and one done record per consumed event."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from zync_assets.etl import classify as cl
+from zync_assets.etl.compile import CompiledRule, event_struct, select_outputs
+from zync_assets.etl.order import moved_outputs, output_offset, with_effective_position
+from zync_assets.variants import as_variant
+
+SOURCE_TYPE = "struct<topic: string, partition: int, offset: bigint>"
+
+# classification status -> the done record's status; the statuses that consume an event
+DONE_STATUS = {
+    "paired": "done",
+    "released": "done",
+    "unmatched": "unmatched",
+    "expired": "expired",
+}
+
+
+def output_records(
+    classified: DataFrame, pairs: list[cl.Pairs], rules: list[CompiledRule], run: int,
+    next_offsets: dict[str, int],
+) -> DataFrame | None:  # fmt: skip
+    """Output records of this pass (None: no rule produced any), numbered per output topic."""
+    produced = []
+    carry = ["__pos", "__src"]
+    for found in pairs:
+        frame = found.frame.select("left", "right", "__pos", F.col("left.kafka").alias("__src"))
+        produced.append((found.rule, select_outputs(frame, found.rule.rule.sql, carry)))
+    for rule in rules:
+        if rule.rule.type != "stateless":
+            continue
+        frame = classified.where(
+            (F.col("__rule") == rule.number) & (F.col("__status") == "released")
+        ).select(event_struct().alias("in"), "__pos", F.col("kafka").alias("__src"))
+        produced.append((rule, select_outputs(frame, rule.rule.sql, carry)))
+    if not produced:
+        return None
+    parts = [
+        out.select(
+            F.lit(rule.rule.out).alias("__topic"),
+            F.lit(rule.number).alias("rule"),
+            as_variant(out, "key").alias("key"),
+            as_variant(out, "value").alias("value"),
+            *carry,
+        )
+        for rule, out in produced
+    ]
+    outputs = parts[0]
+    for part in parts[1:]:
+        outputs = outputs.unionByName(part)
+    moved = moved_outputs(classified)
+    return _number(with_effective_position(outputs, moved), run, next_offsets)
+
+
+def _number(outputs: DataFrame, run: int, next_offsets: dict[str, int]) -> DataFrame:
+    offset = output_offset(next_offsets)
+    return outputs.select(
+        F.lit("output").alias("kind"),
+        F.struct(
+            F.col("__topic").alias("topic"),
+            F.lit(0).alias("partition"),
+            offset.cast("long").alias("offset"),
+            F.col("__src.timestamp").alias("timestamp"),
+        ).alias("kafka"),
+        "key",
+        "value",
+        F.lit(None).cast("string").alias("status"),
+        F.col("rule").cast("int"),
+        F.lit(run).cast("long").alias("run"),
+        F.struct(
+            F.col("__src.topic").alias("topic"),
+            F.col("__src.partition").alias("partition"),
+            F.col("__src.offset").alias("offset"),
+        ).alias("source"),
+    )
+
+
+def done_records(classified: DataFrame, run: int) -> DataFrame:
+    consumed = classified.where(F.col("__status").isin(list(DONE_STATUS)))
+    status = F.lit(None).cast("string")
+    for name, label in DONE_STATUS.items():
+        status = F.when(F.col("__status") == name, F.lit(label)).otherwise(status)
+    expired = F.col("__status") == "expired"  # an expired event keeps its payload for the DLQ
+    return consumed.select(
+        F.lit("done").alias("kind"),
+        "kafka",
+        F.when(expired, F.col("key")).alias("key"),
+        F.when(expired, F.col("value")).alias("value"),
+        status.alias("status"),
+        F.when(F.col("__rule") > 0, F.col("__rule")).cast("int").alias("rule"),
+        F.lit(run).cast("long").alias("run"),
+        F.lit(None).cast(SOURCE_TYPE).alias("source"),
+    )
+
+
+def outputs_per_topic(summary: list[cl.Tally], rules: list[CompiledRule]) -> dict[str, int]:
+    by_number = {r.number: r for r in rules}
+    per_topic: dict[str, int] = {}
+    for row in summary:
+        rule = by_number.get(row.rule)
+        if rule is None:
+            continue
+        counted = (row.status == "paired" and row.topic == rule.rule.left) or (
+            row.status == "released"
+        )
+        if counted:
+            per_topic[rule.rule.out] = per_topic.get(rule.rule.out, 0) + row.n
+    return per_topic

@@ -1,0 +1,99 @@
+"""What one ETL pass reads, and where it leaves the cursors.
+
+snapshot  the raw rows at or above the staging pool's cursors, cut at each raw pool's
+          ingest progress (read once: every later read of the pass sees the same rows),
+          minus the events that already have a done record: the pending events, routed
+          to their rules
+cursors   after the pass: per input topic-partition, the lowest offset still pending,
+          else the end of the snapshot
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from zync_assets.etl import classify as cl
+from zync_assets.etl.bounds import above_cursors, below_ends
+from zync_assets.etl.compile import CompiledRule, event_columns
+from zync_assets.etl.state import EtlState, read_state
+from zync_assets.ingest.progress import read_progress
+from zync_assets.ingest.ranges import Offsets
+from zync_assets.pools import pool_exists, pool_path
+from zync_assets.spec import Spec
+
+KAFKA_TYPE = "struct<topic: string, partition: int, offset: bigint, timestamp: timestamp>"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The pending events of one pass and what is needed to classify them."""
+
+    events: DataFrame  # routed (event fields, __rule, __pos, __chain)
+    raw_end: Offsets  # per input topic-partition: end offset of the raw snapshot
+    state: EtlState
+
+
+def _input_topics(rules: list[CompiledRule]) -> list[str]:
+    return list(dict.fromkeys(t for r in rules for t in r.topics))
+
+
+def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule]) -> Snapshot:
+    state = read_state(pool_path(pool), spec.name)
+    topics = _input_topics(rules)
+    raw_pool_of = {r.topic: r.pool for r in spec.inputs}
+    raw_end: Offsets = {}
+    frames = []
+    for raw_pool in dict.fromkeys(raw_pool_of[t] for t in topics):
+        mine = [t for t in topics if raw_pool_of[t] == raw_pool]
+        progress = read_progress(pool_path(raw_pool))
+        if progress.version is None:
+            continue  # nothing ingested yet
+        ends = {t: progress.offsets[t] for t in mine if t in progress.offsets}
+        raw_end.update(ends)
+        # The newest version, cut at the progress read above: the same rows as that
+        # commit's version (ingest only appends), without time travel's fresh snapshot.
+        frames.append(
+            spark.read.format("delta")
+            .load(pool_path(raw_pool))
+            .where(
+                F.col("dead_letter").isNull()
+                & above_cursors(state.cursors, mine)
+                & below_ends(ends)
+            )
+            .select("kafka", "key", "value")
+        )
+    if not frames:
+        empty = spark.createDataFrame([], "kafka " + KAFKA_TYPE + ", key variant, value variant")
+        frames = [empty]
+    candidates = frames[0]
+    for frame in frames[1:]:
+        candidates = candidates.unionByName(frame)
+    path = pool_path(pool)
+    if pool_exists(path):
+        done = (
+            spark.read.format("delta")
+            .load(path)
+            .where((F.col("kind") == "done") & above_cursors(state.cursors, topics))
+            .select(*cl.coords())
+        )
+        candidates = candidates.select("*", *cl.coords()).join(
+            done, [f"__{c}" for c in cl.COORDS], "left_anti"
+        )
+    events = candidates.select(*event_columns())
+    return Snapshot(cl.route(events, rules), raw_end, state)
+
+
+def new_cursors(summary: list[cl.Tally], raw_end: Offsets, old: EtlState) -> Offsets:
+    """Per input topic-partition: the lowest still-pending offset, else the raw end."""
+    cursors: Offsets = {t: dict(parts) for t, parts in old.cursors.items()}
+    for topic, parts in raw_end.items():
+        for partition, end in parts.items():
+            cursors.setdefault(topic, {})[partition] = end
+    for row in summary:
+        if row.status in cl.WAITING_STATES:
+            current = cursors[row.topic][row.partition]
+            cursors[row.topic][row.partition] = min(current, row.low)
+    return cursors
