@@ -10,7 +10,6 @@ import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Base64;
-import java.util.Iterator;
 import java.util.Map;
 import org.apache.spark.sql.api.java.UDF1;
 import org.apache.spark.types.variant.Variant;
@@ -158,8 +157,7 @@ public final class ConnectJsonToVariant implements UDF1<byte[], VariantVal> {
     }
     int start = out.getWritePos();
     ArrayList<FieldEntry> entries = new ArrayList<>();
-    for (Iterator<Map.Entry<String, JsonNode>> it = value.fields(); it.hasNext(); ) {
-      Map.Entry<String, JsonNode> entry = it.next();
+    for (Map.Entry<String, JsonNode> entry : value.properties()) {
       entries.add(new FieldEntry(entry.getKey(), out.addKey(entry.getKey()), out.getWritePos() - start));
       write(values, entry.getValue(), out, path + "." + entry.getKey());
     }
