@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from zync_assets.pools import check_pool_name, lake_dir
+from zync_assets.pools import check_pool_name, lake_entry
 
 # A heartbeat older than this is a pipeline that died without removing its files.
 LEASE_TTL_S = 30.0
@@ -35,7 +35,7 @@ class Lease:
 
 
 def _leases_dir() -> Path:
-    return lake_dir() / ".pipelines"  # a dot: never a pool name
+    return Path(lake_entry(".pipelines"))  # a dot: never a pool name
 
 
 def _lease_file(pool: str) -> Path:

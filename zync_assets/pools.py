@@ -31,29 +31,47 @@ def check_pool_name(name: str) -> str:
     return name
 
 
+def lake_entry(*parts: str) -> str:
+    """A path in the lake, refused when a symbolic link in it leads elsewhere: zync reads,
+    writes and deletes only what is inside the lake (the lake folder itself may be a link).
+    Names are checked before they get here: no `..`, no slashes."""
+    lake = lake_dir()
+    path = lake.joinpath(*parts)
+    if path.resolve() != path:
+        raise ZyncError(
+            f"{path} leads through a symbolic link to {path.resolve()}: zync does not follow "
+            f"links inside the lake ({lake}); move the folder itself there, or set ZYNC_LAKE"
+        )
+    return str(path)
+
+
 def pool_path(name: str) -> str:
-    return str(lake_dir() / check_pool_name(name))
+    return lake_entry(check_pool_name(name))
 
 
 def table_path(name: str) -> str:
     """A lake table's Delta table (names are checked by the spec: no paths)."""
-    return str(lake_dir() / TABLES_FOLDER / name)
+    return lake_entry(TABLES_FOLDER, name)
 
 
 def table_changes_path(name: str) -> str:
     """The table's change log: what it must remember between passes (tables/changes.py)."""
-    return str(lake_dir() / TABLES_FOLDER / f"{name}.changes")
+    return lake_entry(TABLES_FOLDER, f"{name}.changes")
 
 
 def list_tables() -> list[str]:
     folder = lake_dir() / TABLES_FOLDER
     if not folder.is_dir():
         return []
-    return sorted(p.name for p in folder.iterdir() if "." not in p.name and pool_exists(str(p)))
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if "." not in p.name and not p.is_symlink() and pool_exists(str(p))
+    )
 
 
 def dead_letter_path(pool: str) -> str:
-    return str(lake_dir() / (check_pool_name(pool) + DEAD_LETTER_SUFFIX))
+    return lake_entry(check_pool_name(pool) + DEAD_LETTER_SUFFIX)
 
 
 # A numbered commit or checkpoint file: only these make a Delta table. A bare
@@ -108,7 +126,7 @@ def list_pools() -> list[str]:
     lake = lake_dir()
     if not lake.is_dir():
         return []
-    return sorted(p.name for p in lake.iterdir() if pool_exists(str(p)))
+    return sorted(p.name for p in lake.iterdir() if not p.is_symlink() and pool_exists(str(p)))
 
 
 def drop_table_files(name: str) -> None:

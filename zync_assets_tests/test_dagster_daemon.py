@@ -27,7 +27,9 @@ from zync_assets.stack.dagster import (
     graphql,
     launch_dagster,
 )
+from zync_assets.stack.services import CdcPorts, stack_status
 from zync_assets_tests.conftest import Stack, free_port, read_topic, rebuild_table
+from zync_assets_tests.sockets import is_loopback, listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -235,3 +237,22 @@ def check_staging_metadata(page, ui: DagsterUI) -> None:
         page.get_by_text(name, exact=True).first.wait_for(timeout=30_000)
     shown = page.inner_text("body")
     assert stored["cursors"] in shown and stored["raw_offsets_seen"] in shown
+
+
+def test_every_service_of_the_stack_listens_on_loopback_only(
+    stack: Stack, cdc_ports: CdcPorts, first_batch: DagsterUI
+) -> None:
+    """Kafka and its controller, the registry, the Spark Connect server (and its driver's
+    own ports), both PostgreSQL clusters, Kafka Connect and Dagster (webserver, daemon,
+    code server and a run's worker): no port reachable from another machine."""
+    running = {s.name: s.running for s in stack_status(stack.home) if s.running is not None}
+    running["dagster"] = dagster_service(first_batch.lake.parent).running()
+    assert {"kafka", "registry", "spark", "pg-source", "pg-warehouse", "connect", "dagster"} <= {
+        name for name, r in running.items() if r is not None
+    }
+    for name, service in running.items():
+        assert service is not None
+        ports = listening(service.pid)
+        assert ports, f"{name} listens on nothing?"
+        exposed = [(address, port) for address, port in ports if not is_loopback(address)]
+        assert not exposed, f"{name} listens beyond loopback: {exposed}"

@@ -1,5 +1,6 @@
 """Which directories count as pools: only those with a committed Delta version."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,50 @@ def test_maintaining_a_pool_that_does_not_exist_fails_in_one_line(tmp_path: Path
     result = run_zync("pool", "maintain", "Nope", env=env, timeout=60)
     assert result.returncode == 1
     assert result.stderr.strip() == "zync: error: no such pool: Nope (see `zync pool ls`)"
+
+
+def _pool_at(folder: Path) -> Path:
+    (folder / "_delta_log").mkdir(parents=True)
+    (folder / "_delta_log" / "00000000000000000000.json").write_text("{}")
+    return folder
+
+
+def test_no_command_follows_a_symbolic_link_out_of_the_lake(tmp_path: Path) -> None:
+    from zync_assets_tests.conftest import run_zync
+
+    lake, outside = tmp_path / "lake", _pool_at(tmp_path / "outside" / "Precious")
+    _pool_at(lake / "Mine")
+    (lake / "Evil").symlink_to(outside)
+    env = {**os.environ, "ZYNC_LAKE": str(lake)}
+
+    dropped = run_zync("pool", "drop", "Evil", "--yes", env=env)
+    assert dropped.returncode == 1
+    assert dropped.stderr.startswith(f"zync: error: {lake / 'Evil'} leads through a symbolic link")
+    assert (outside / "_delta_log" / "00000000000000000000.json").is_file()  # untouched
+
+    listed = run_zync("pool", "ls", env=env)
+    assert listed.returncode == 0 and "Evil" not in listed.stdout and "Mine" in listed.stdout
+
+    (lake / "_tables").symlink_to(tmp_path / "outside")  # a link one level up counts too
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ZYNC_LAKE", str(lake))
+        from zync_assets.pools import table_path
+
+        with pytest.raises(ZyncError, match="symbolic link"):
+            table_path("Precious")
+
+
+def test_dropping_a_pool_asks_first_and_keeps_it_unless_confirmed(tmp_path: Path) -> None:
+    from zync_assets_tests.conftest import run_zync
+
+    pool = _pool_at(tmp_path / "lake" / "Kept")
+    env = {**os.environ, "ZYNC_LAKE": str(tmp_path / "lake")}
+    refused = run_zync("pool", "drop", "Kept", env=env, stdin="n\n")
+    assert refused.returncode == 1 and "Delete pool Kept" in refused.stdout
+    assert refused.stderr.strip() == (
+        "zync: error: pool Kept kept: not confirmed (--yes drops it without asking)"
+    )
+    assert run_zync("pool", "drop", "Kept", env=env).returncode == 1  # no answer is no
+    assert pool.is_dir()
+    confirmed = run_zync("pool", "drop", "Kept", env=env, stdin="y\n")
+    assert confirmed.returncode == 0 and not pool.exists()

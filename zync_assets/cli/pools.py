@@ -34,10 +34,17 @@ def pool_drop(name: str, yes: bool) -> None:
     path = pool_path(name)
     if not pool_exists(path):
         raise ZyncError(f"pool {name!r} does not exist in {Path(path).parent}")
-    if not yes:
-        click.confirm(f"Delete pool {name} ({path}) and all its data?", abort=True)
+    if not yes and not _confirmed(f"Delete pool {name} ({path}) and all its data?"):
+        raise ZyncError(f"pool {name} kept: not confirmed (--yes drops it without asking)")
     shutil.rmtree(path)
     click.echo(f"dropped pool {name}")
+
+
+def _confirmed(question: str) -> bool:
+    try:
+        return click.confirm(question, default=False)
+    except click.exceptions.Abort:  # end of input: no answer is no
+        return False
 
 
 @pool.command("maintain")
