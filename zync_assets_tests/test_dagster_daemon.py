@@ -243,8 +243,8 @@ def test_every_service_of_the_stack_listens_on_loopback_only(
     stack: Stack, cdc_ports: CdcPorts, first_batch: DagsterUI
 ) -> None:
     """Kafka and its controller, the registry, the Spark Connect server (and its driver's
-    own ports), both PostgreSQL clusters, Kafka Connect and Dagster (webserver, daemon,
-    code server and a run's worker): no port reachable from another machine."""
+    own ports), both PostgreSQL clusters, Kafka Connect and Dagster (webserver, daemon and
+    code server): no port reachable from another machine."""
     running = {s.name: s.running for s in stack_status(stack.home) if s.running is not None}
     running["dagster"] = dagster_service(first_batch.lake.parent).running()
     assert {"kafka", "registry", "spark", "pg-source", "pg-warehouse", "connect", "dagster"} <= {
