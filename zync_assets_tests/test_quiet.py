@@ -53,18 +53,21 @@ def test_common_commands_print_nothing_third_party(
     connect = {**env, "ZYNC_SPARK_MASTER": spark_server}
     lines = "\n".join(json.dumps({"key": {"id": i}, "value": {"id": i, "n": i}}) for i in range(3))
     reshaped = json.dumps({"key": {"id": 9}, "value": {"id": 9, "n": 9, "note": "new field"}})
+    # Local Spark (what a user gets by default) where its JVM could speak: ingest, ETL,
+    # to-kafka through the driver's Java sender (twice: the second meets a value shape it
+    # must register) and a query; the stack's Spark Connect server for the other readers.
     commands: list[tuple[list[str], dict[str, str], str | None]] = [
         (["produce", "--topic", topic], env, lines),
         (["ls"], env, None),
         (["info", "--topic", topic], env, None),
         (["consume", "--topic", topic, "--from-beginning", "--exit-after", "2s"], env, None),
-        (["run", spec_path], env, None),  # ingest, ETL, to-kafka, lake table: local Spark
+        (["run", spec_path], env, None),
         (["produce", "--topic", topic], env, reshaped),
-        (["run", spec_path], env, None),  # to-kafka meets a value shape it must register
-        (["status", spec_path], env, None),
+        (["run", spec_path], env, None),
         (["query", "SELECT count(*) AS n FROM QuietRaw"], env, None),
-        (["table", "history", "quiet_current"], env, None),
-        (["etl", spec_path], connect, None),  # through the Spark Connect server
+        (["status", spec_path], connect, None),
+        (["table", "history", "quiet_current"], connect, None),
+        (["etl", spec_path], connect, None),
         (["to-kafka", "--pool", "QuietStaging"], connect, None),
         (["pool", "ls"], env, None),
     ]
@@ -72,7 +75,7 @@ def test_common_commands_print_nothing_third_party(
         done = run_zync(*args, env=environment, stdin=stdin, timeout=240, cwd=tmp_path)
         assert done.returncode == 0, (args, done.stderr)
         assert not THIRD_PARTY.search(done.stderr), (args, done.stderr)
-    counted = run_zync("query", "SELECT count(*) AS n FROM QuietRaw", env=env, cwd=tmp_path)
+    counted = run_zync("query", "SELECT count(*) AS n FROM QuietRaw", env=connect, cwd=tmp_path)
     assert json.loads(counted.stdout) == {"n": 4}  # the commands did their work
 
 

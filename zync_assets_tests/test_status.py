@@ -41,7 +41,7 @@ def test_lag_never_goes_negative_and_coverage_needs_every_partition() -> None:
 
 
 def test_status_shows_lag_pending_dead_letters_and_unsent_records(
-    spark, stack: Stack, registry, topic: str, tmp_path: Path, lake: Path
+    spark, stack: Stack, spark_server: str, registry, topic: str, tmp_path: Path, lake: Path
 ) -> None:
     from zync_assets.etl.run import run_etl
     from zync_assets.ingest.ingest import ingest
@@ -79,7 +79,7 @@ tables:
     assert (staging.lag, staging.pending, staging.expired) == (0, 0, 0)
     assert staging.outputs == [OutputStatus(f"{topic}_out", staged=3, sent=0)]
 
-    env = stack.env(ZYNC_LAKE=str(lake))
+    env = stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=spark_server)
     shown = run_zync("status", str(spec_path), env=env, timeout=300)  # piped: JSON
     assert shown.returncode == 0, shown.stderr
     document = json.loads(shown.stdout)
