@@ -10,7 +10,7 @@ must hold: the ingest finishes; every offset is one row of the pool; every valid
 is ingested with its values; every message the decoder refuses is a dead letter whose
 copy keeps its exact bytes and says why; the breakages no decoder can accept are refused.
 
-`ZYNC_FUZZ_EXAMPLES` (default 10) sets how many topics of CASES_PER_EXAMPLE messages run.
+`ZYNC_FUZZ_EXAMPLES` (default 6) sets how many topics of CASES_PER_EXAMPLE messages run.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from zync_assets_tests.conftest import Stack, produce_bytes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-EXAMPLES = int(os.environ.get("ZYNC_FUZZ_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("ZYNC_FUZZ_EXAMPLES", "6"))
 CASES_PER_EXAMPLE = 100
 SCHEMA = {
     "type": "record",
