@@ -6,6 +6,7 @@ fetched, in a temporary `.zync/`, and are stopped at the end even on failure.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -20,6 +21,8 @@ import pytest
 
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings, RegistrySettings
+from zync_assets.stack.kafka import SecurePorts
+from zync_assets.stack.secure import SASL_USER, local_credentials
 from zync_assets.stack.services import (
     CdcPorts,
     StackPorts,
@@ -51,6 +54,24 @@ class Stack:
     home: Path
     kafka: KafkaSettings
     registry_settings: RegistrySettings
+    secure: SecurePorts
+
+    def sasl_ssl(self, mechanism: str = "SCRAM-SHA-512", **changes: str) -> KafkaSettings:
+        """Settings for the broker's SASL_SSL listener (user `zync`), with `changes`."""
+        credentials = local_credentials(self.home)
+        settings = KafkaSettings(
+            f"127.0.0.1:{self.secure.sasl_ssl}", "SASL_SSL", mechanism, SASL_USER,
+            credentials.password(), str(credentials.ca),
+        )  # fmt: skip
+        return dataclasses.replace(settings, **changes)
+
+    def mtls(self) -> KafkaSettings:
+        """Settings for the broker's SSL listener, which requires a client certificate."""
+        credentials = local_credentials(self.home)
+        return KafkaSettings(
+            f"127.0.0.1:{self.secure.mtls}", "SSL", ssl_ca=str(credentials.ca),
+            ssl_cert=str(credentials.client_cert), ssl_key=str(credentials.client_key),
+        )  # fmt: skip
 
     def env(self, **extra: str) -> dict[str, str]:
         """Environment for a `zync` subprocess that talks to this stack."""
@@ -62,10 +83,26 @@ class Stack:
         }
 
 
+def kafka_env(settings: KafkaSettings) -> dict[str, str]:
+    """The `ZYNC_KAFKA_*` variables that configure `settings` (as a user would set them)."""
+    values = {
+        "ZYNC_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
+        "ZYNC_KAFKA_SECURITY_PROTOCOL": settings.security_protocol,
+        "ZYNC_KAFKA_SASL_MECHANISM": settings.sasl_mechanism,
+        "ZYNC_KAFKA_SASL_USERNAME": settings.sasl_username,
+        "ZYNC_KAFKA_SASL_PASSWORD": settings.sasl_password,
+        "ZYNC_KAFKA_SSL_CA": settings.ssl_ca,
+        "ZYNC_KAFKA_SSL_CERT": settings.ssl_cert,
+        "ZYNC_KAFKA_SSL_KEY": settings.ssl_key,
+    }
+    return {name: value for name, value in values.items() if value is not None}
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     home = tmp_path_factory.mktemp("stack") / ".zync"
-    ports = StackPorts(free_port(), free_port(), free_port(), free_port())
+    secure = SecurePorts(free_port(), free_port())
+    ports = StackPorts(free_port(), free_port(), free_port(), free_port(), secure)
     saved = {k: os.environ.get(k) for k in ("ZYNC_KAFKA_BOOTSTRAP", "ZYNC_SCHEMA_REGISTRY_URL")}
     try:
         stack_up(ports, home)
@@ -73,6 +110,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             home,
             KafkaSettings(f"127.0.0.1:{ports.kafka}"),
             RegistrySettings(registry_url(ports.registry)),
+            secure,
         )
         os.environ["ZYNC_KAFKA_BOOTSTRAP"] = started.kafka.bootstrap_servers
         os.environ["ZYNC_SCHEMA_REGISTRY_URL"] = started.registry_settings.url
@@ -242,7 +280,7 @@ def read_topic(stack: Stack, topic: str, decode: bool = True) -> list[Received]:
     client = SchemaRegistryClient({"url": stack.registry_settings.url, "timeout": 10})
     deserialize = AvroDeserializer(client)
     consumer = Consumer({
-        "bootstrap.servers": stack.kafka.bootstrap_servers, "group.id": uuid.uuid4().hex,
+        **stack.kafka.client_config(), "group.id": uuid.uuid4().hex,
         "isolation.level": "read_committed", "enable.partition.eof": True,
         "enable.auto.commit": False,
     })  # fmt: skip

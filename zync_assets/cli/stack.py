@@ -8,8 +8,11 @@ from pathlib import Path
 
 import click
 
+from zync_assets.locations import state_dir
 from zync_assets.spark_connect import SPARK_CONNECT_PORT
 from zync_assets.stack.dagster import DAGSTER_PORT
+from zync_assets.stack.kafka import SecurePorts
+from zync_assets.stack.secure import SASL_USER, local_credentials, write_client_settings
 from zync_assets.stack.services import (
     CdcPorts,
     StackPorts,
@@ -31,6 +34,11 @@ def stack() -> None:
 @click.option("--controller-port", type=int, help="KRaft controller port [default: kafka+1].")
 @click.option("--registry-port", default=8081, show_default=True, help="Schema registry port.")
 @click.option("--management-port", type=int, help="Registry health port [default: registry+1].")
+@click.option(
+    "--secure", "with_secure", is_flag=True,
+    help="Also open Kafka's SASL_SSL (PLAIN, SCRAM-SHA-256/512) and mutual-TLS listeners on "
+    "kafka+2 and kafka+3, with a private CA and credentials made in .zync/secure/.",
+)  # fmt: skip
 @click.option(
     "--dagster", "with_dagster", is_flag=True,
     help="Also start `dagster dev` (webserver + daemon: sensors start the runs).",
@@ -67,6 +75,7 @@ def up(
     controller_port: int | None,
     registry_port: int,
     management_port: int | None,
+    with_secure: bool,
     with_dagster: bool,
     dagster_port: int,
     with_cdc: bool,
@@ -80,7 +89,8 @@ def up(
     """Start Kafka, the registry and a Spark Connect server on 127.0.0.1 (and the CDC
     services, Dagster, the continuous pipeline) and wait until they answer."""
     started = time.monotonic()
-    ports = StackPorts(kafka_port, registry_port, controller_port, management_port)
+    secure = SecurePorts(kafka_port + 2, kafka_port + 3) if with_secure else None
+    ports = StackPorts(kafka_port, registry_port, controller_port, management_port, secure)
     cdc = CdcPorts(source_db_port, warehouse_db_port, connect_port) if with_cdc else None
     dagster = dagster_port if with_dagster else None
     specs = [Path(path) for path in follow]
@@ -88,11 +98,34 @@ def up(
     statuses = stack_up(ports, dagster_port=dagster, cdc=cdc, follow=specs, spark_port=spark)
     for status in statuses:
         click.echo(status.line())
+    if secure is not None:
+        _echo_secure_listeners(secure)
     click.echo(f"stack is up ({time.monotonic() - started:.1f}s)")
     if spark is not None and not os.environ.get("ZYNC_SPARK_MASTER"):
         click.echo(
             f"zync commands share its Spark with: export ZYNC_SPARK_MASTER={spark_url(spark)}"
         )
+
+
+def _echo_secure_listeners(secure: SecurePorts) -> None:
+    """Where the secured listeners are, and client settings for each (no secret printed)."""
+    credentials = local_credentials(state_dir())
+    sasl = write_client_settings(
+        credentials, "kafka-sasl_ssl.json",
+        credentials.sasl_client_settings(f"127.0.0.1:{secure.sasl_ssl}"),
+    )  # fmt: skip
+    mtls = write_client_settings(
+        credentials, "kafka-mtls.json", credentials.mtls_client_settings(f"127.0.0.1:{secure.mtls}")
+    )
+    click.echo(
+        f"kafka        SASL_SSL 127.0.0.1:{secure.sasl_ssl} (user {SASL_USER}: PLAIN, "
+        f"SCRAM-SHA-256, SCRAM-SHA-512)  client settings {sasl}"
+    )
+    click.echo(f"kafka        SSL with a client certificate 127.0.0.1:{secure.mtls}  "
+               f"client settings {mtls}")  # fmt: skip
+    click.echo(
+        "  (copy one to resources/kafka.json to use it; it holds the password: keep it 0600)"
+    )
 
 
 @stack.command()

@@ -12,7 +12,7 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from zync_assets.errors import ZyncError
@@ -35,8 +35,37 @@ def _base(settings: KafkaSettings) -> dict[str, Any]:
     return {**settings.client_config(), "logger": LIBRDKAFKA_LOG, "log_level": level}
 
 
-def admin_client(settings: KafkaSettings) -> AdminClient:
-    return AdminClient(_base(settings))
+class ClientErrors:
+    """librdkafka's error events of one client (its `error_cb`): a failed call then names
+    why — the credentials refused, the certificate not trusted — not only that it timed out."""
+
+    def __init__(self) -> None:
+        self.seen: list[KafkaError] = []
+
+    def __call__(self, error: KafkaError) -> None:
+        self.seen.append(error)
+
+    def cause(self) -> KafkaError | None:
+        """The most telling error seen: an authentication or TLS failure over a
+        disconnect, a disconnect over "all brokers down"."""
+        ranked = sorted(self.seen, key=_rank)
+        return ranked[0] if ranked else None
+
+
+def _rank(error: KafkaError) -> int:
+    text = error.str()
+    if error.code() == KafkaError._AUTHENTICATION:
+        return 0
+    if error.code() == KafkaError._SSL or "SSL" in text or "security.protocol" in text:
+        return 1
+    return 3 if error.code() == KafkaError._ALL_BROKERS_DOWN else 2
+
+
+def admin_client(settings: KafkaSettings, errors: ClientErrors | None = None) -> AdminClient:
+    config = _base(settings)
+    if errors is not None:
+        config["error_cb"] = errors
+    return AdminClient(config)
 
 
 def producer(settings: KafkaSettings, **overrides: Any) -> Producer:
@@ -65,7 +94,19 @@ def consumer(settings: KafkaSettings, **overrides: Any) -> Consumer:
     return Consumer(config)
 
 
-def unreachable(settings: KafkaSettings, detail: object) -> ZyncError:
+def unreachable(
+    settings: KafkaSettings, detail: object, cause: KafkaError | None = None
+) -> ZyncError:
+    """The error for a broker that did not answer; `cause`, librdkafka's own account of the
+    failure, picks the advice: credentials, certificates, protocol, or address."""
+    if cause is not None and (refused := _refusal(settings, cause)) is not None:
+        return refused
+    if "SSL" not in settings.security_protocol and _speaks_tls(settings.bootstrap_servers):
+        # A TLS listener drops a plaintext client's first request without a word.
+        return ZyncError(
+            f"Kafka at {settings.describe()} answers only TLS; set ZYNC_KAFKA_SECURITY_PROTOCOL "
+            "to SSL or SASL_SSL (with ZYNC_KAFKA_SSL_CA), as this listener expects"
+        )
     return ZyncError(
         f"cannot reach Kafka at {settings.describe()} within {CONNECT_TIMEOUT_S:g}s ({detail}); "
         "check ZYNC_KAFKA_BOOTSTRAP and ZYNC_KAFKA_SECURITY_PROTOCOL, or start the local "
@@ -73,16 +114,64 @@ def unreachable(settings: KafkaSettings, detail: object) -> ZyncError:
     )
 
 
+def _refusal(settings: KafkaSettings, cause: KafkaError) -> ZyncError | None:
+    where = f"Kafka at {settings.describe()}"
+    reason = _strip_broker_prefix(cause.str())
+    if cause.code() == KafkaError._AUTHENTICATION:
+        return ZyncError(
+            f"{where} refused the credentials ({reason}); check ZYNC_KAFKA_SASL_MECHANISM, "
+            "ZYNC_KAFKA_SASL_USERNAME and ZYNC_KAFKA_SASL_PASSWORD (or sasl_* in kafka.json)"
+        )
+    if "security.protocol" in reason or "PLAINTEXT broker listener" in reason:
+        return ZyncError(
+            f"{where} did not answer in that protocol ({reason}); set "
+            "ZYNC_KAFKA_SECURITY_PROTOCOL to what this listener speaks (SSL, SASL_SSL, ...)"
+        )
+    if cause.code() == KafkaError._SSL or "SSL" in reason:
+        return ZyncError(
+            f"TLS with {where} failed ({reason}); check ZYNC_KAFKA_SSL_CA (the CA that signed "
+            "the broker's certificate) and, for mutual TLS, ZYNC_KAFKA_SSL_CERT and _KEY"
+        )
+    return None
+
+
+def _speaks_tls(bootstrap: str, timeout: float = 2.0) -> bool:
+    """Whether the first bootstrap address completes a TLS handshake (nothing verified)."""
+    import socket
+    import ssl
+
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as raw,
+            context.wrap_socket(raw),
+        ):
+            return True
+    except (OSError, ValueError):  # ssl.SSLError is an OSError
+        return False
+
+
+def _strip_broker_prefix(text: str) -> str:
+    # "sasl_ssl://127.0.0.1:9094/bootstrap: SASL authentication error: ..." -> the reason
+    _head, sep, tail = text.partition("/bootstrap: ")
+    return tail if sep else text
+
+
 def cluster_metadata(
     settings: KafkaSettings, topic: str | None = None, timeout: float = CONNECT_TIMEOUT_S
 ) -> ClusterMetadata:
     """Broker metadata, or a ZyncError saying the broker cannot be reached."""
-    admin = admin_client(settings)
+    errors = ClientErrors()
+    admin = admin_client(settings, errors)
     try:
         return admin.list_topics(topic=topic, timeout=timeout)
     except KafkaException as exc:
-        admin.poll(0)  # hand librdkafka's queued logs to its logger: `zync -v` shows why
-        raise unreachable(settings, exc.args[0].str() if exc.args else exc) from exc
+        admin.poll(0)  # serve the queued error events and logs (`zync -v` shows the logs)
+        detail = exc.args[0].str() if exc.args else exc
+        raise unreachable(settings, detail, errors.cause()) from exc
 
 
 def partitions_of(settings: KafkaSettings, topic: str) -> list[int]:

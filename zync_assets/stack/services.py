@@ -4,26 +4,22 @@ clusters and a Kafka Connect worker for Debezium's connectors)."""
 
 from __future__ import annotations
 
-import base64
-import subprocess
 import urllib.request
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from zync_assets.errors import ZyncError
-from zync_assets.locations import INSTALL_HINT, jars_dir, state_dir
-from zync_assets.settings import KafkaSettings
+from zync_assets.locations import INSTALL_HINT, state_dir
 from zync_assets.spec import load_spec
 from zync_assets.stack import connect, postgres
 from zync_assets.stack.dagster import dagster_service, dagster_url, launch_dagster
 from zync_assets.stack.java import find_java
+from zync_assets.stack.kafka import SecurePorts, jar_dir, kafka_service, launch_kafka
 from zync_assets.stack.pipeline import launch_pipeline, pipeline_service
-from zync_assets.stack.process import Running, Service, console_log4j2
+from zync_assets.stack.process import Running, Service
 from zync_assets.stack.spark_server import launch_spark_server, spark_service, spark_url
 
-KAFKA_START_TIMEOUT_S = 90.0
 REGISTRY_START_TIMEOUT_S = 90.0
 CCOMPAT_PATH = "/apis/ccompat/v7"
 
@@ -34,6 +30,7 @@ class StackPorts:
     registry: int = 8081
     controller: int | None = None  # default: kafka + 1
     management: int | None = None  # registry health/metrics; default: registry + 1
+    secure: SecurePorts | None = None  # Kafka's SASL_SSL and mutual-TLS listeners, if wanted
 
     @property
     def kafka_controller(self) -> int:
@@ -53,106 +50,8 @@ class CdcPorts:
     connect: int = 8083
 
 
-def _jar_dir(name: str) -> Path:
-    folder = jars_dir() / name
-    if not folder.is_dir() or not any(folder.glob("*.jar")):
-        raise ZyncError(f"the {name} jars are missing from {folder}; {INSTALL_HINT}")
-    return folder
-
-
 def _services(home: Path) -> tuple[Service, Service]:
-    run = home / "run"
-    return Service("kafka", run), Service("registry", run)
-
-
-# --- Kafka -----------------------------------------------------------------------------
-
-# Kafka's own WARNs, and the line that says the broker started.
-_LOG4J2 = console_log4j2({"kafka": "WARN", "kafka.server.KafkaRaftServer": "INFO"})
-
-
-def _kafka_properties(home: Path, ports: StackPorts) -> str:
-    data = home / "kafka" / "data"
-    return "\n".join(
-        [
-            "process.roles=broker,controller",
-            "node.id=1",
-            f"controller.quorum.voters=1@127.0.0.1:{ports.kafka_controller}",
-            f"listeners=PLAINTEXT://127.0.0.1:{ports.kafka},"
-            f"CONTROLLER://127.0.0.1:{ports.kafka_controller}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{ports.kafka}",
-            "controller.listener.names=CONTROLLER",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name=PLAINTEXT",
-            f"log.dirs={data}",
-            "num.partitions=1",
-            # zync creates topics explicitly; a typo in a consumer must not create one.
-            "auto.create.topics.enable=false",
-            "offsets.topic.replication.factor=1",
-            "offsets.topic.num.partitions=1",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
-            "transaction.state.log.num.partitions=1",
-            "share.coordinator.state.topic.replication.factor=1",
-            "share.coordinator.state.topic.min.isr=1",
-            "group.initial.rebalance.delay.ms=0",
-            "log.retention.hours=-1",
-            "",
-        ]
-    )
-
-
-def _kafka_command(java: str, home: Path, main: str, *args: str) -> list[str]:
-    classpath = f"{_jar_dir('kafka')}/*"
-    log4j = home / "kafka" / "log4j2.properties"
-    return [
-        java, "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath, main, *args,
-    ]  # fmt: skip
-
-
-def _format_kafka_storage(java: str, home: Path, properties: Path) -> None:
-    if (home / "kafka" / "data" / "meta.properties").exists():
-        return
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    command = _kafka_command(
-        # One argument: a base64 id may start with "-", which the tool would take for a flag.
-        java, home, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
-        "-c", str(properties), "--ignore-formatted",
-    )  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    if done.returncode != 0:
-        raise ZyncError(f"formatting Kafka storage failed: {done.stderr.strip()[-300:]}")
-
-
-def _kafka_ready(port: int) -> bool:
-    from confluent_kafka import KafkaException
-
-    from zync_assets.kafka.clients import admin_client
-
-    try:
-        metadata = admin_client(KafkaSettings(f"127.0.0.1:{port}")).list_topics(timeout=1)
-    except KafkaException:
-        return False
-    return bool(metadata.brokers)
-
-
-def launch_kafka(home: Path, ports: StackPorts) -> Callable[[], Running]:
-    """Start Kafka (unless running); returns a call that waits until it answers."""
-    service, _ = _services(home)
-    if (running := service.running()) is not None:
-        return lambda: running
-    java = find_java(17, "Kafka", "ZYNC_KAFKA_JAVA_HOME")
-    folder = home / "kafka"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "log4j2.properties").write_text(_LOG4J2)
-    properties = folder / "server.properties"
-    properties.write_text(_kafka_properties(home, ports))
-    _format_kafka_storage(java, home, properties)
-    proc = service.launch(_kafka_command(java, home, "kafka.Kafka", str(properties)), ports.kafka)
-    return lambda: service.wait_ready(
-        proc, ports.kafka, lambda: _kafka_ready(ports.kafka), KAFKA_START_TIMEOUT_S
-    )
+    return kafka_service(home), Service("registry", home / "run")
 
 
 # --- Schema registry --------------------------------------------------------------------
@@ -180,7 +79,7 @@ def launch_registry(home: Path, ports: StackPorts) -> Callable[[], Running]:
     _, service = _services(home)
     if (running := service.running()) is not None:
         return lambda: running
-    runner = _jar_dir("registry") / "quarkus-run.jar"
+    runner = jar_dir("registry") / "quarkus-run.jar"
     if not runner.exists():
         raise ZyncError(f"the schema registry is missing ({runner}); {INSTALL_HINT}")
     java = find_java(21, "the schema registry (Apicurio 3.3)", "ZYNC_REGISTRY_JAVA_HOME")
@@ -238,7 +137,8 @@ def stack_up(
     or nothing. A service already running is left as it is."""
     home = home or state_dir()
     try:
-        waits = [("kafka", launch_kafka(home, ports)), ("registry", launch_registry(home, ports))]
+        kafka = launch_kafka(home, ports.kafka, ports.kafka_controller, ports.secure)
+        waits = [("kafka", kafka), ("registry", launch_registry(home, ports))]
         if spark_port is not None:
             waits.append(("spark", launch_spark_server(home, spark_port)))
         statuses = [ServiceStatus(name, wait()) for name, wait in waits]

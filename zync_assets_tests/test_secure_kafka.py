@@ -1,0 +1,143 @@
+"""zync against a secured broker: the stack's SASL_SSL listener (PLAIN, SCRAM-SHA-256,
+SCRAM-SHA-512) and its mutual-TLS listener, with certificates from the stack's own CA.
+
+Every client is covered: the CLI (librdkafka), ingest (Spark's Kafka source, Java),
+to-kafka's two senders (the driver JVM's for a local Spark, librdkafka's for Spark
+Connect), Dagster's sensor and assets. And what a user mistypes — a wrong password, the
+wrong CA, plaintext against TLS, no client certificate — is one line naming the cause.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, materialize
+
+from zync_assets.definitions import build_definitions
+from zync_assets.spec import load_spec
+from zync_assets.stack.secure import local_credentials
+from zync_assets_tests.conftest import (
+    ZYNC,
+    Stack,
+    kafka_env,
+    produce_json,
+    read_topic,
+    run_zync,
+)
+from zync_assets_tests.test_dagster import evaluate, stateless_spec
+
+pytestmark = pytest.mark.integration
+
+REFUSAL_DEADLINE_S = 30.0
+
+
+def over(stack: Stack, settings, **extra: str) -> dict[str, str]:
+    return stack.env(**kafka_env(settings), **extra)
+
+
+def test_the_cli_speaks_every_sasl_mechanism_and_mutual_tls(stack: Stack, topic: str) -> None:
+    listeners = {
+        "PLAIN": stack.sasl_ssl("PLAIN"),
+        "SCRAM-SHA-256": stack.sasl_ssl("SCRAM-SHA-256"),
+        "SCRAM-SHA-512": stack.sasl_ssl("SCRAM-SHA-512"),
+        "mTLS": stack.mtls(),
+    }
+    for n, (name, settings) in enumerate(listeners.items()):
+        line = f'{{"key": {{"id": {n}}}, "value": {{"id": {n}, "via": "{name}"}}}}\n'
+        done = run_zync("produce", "-t", topic, env=over(stack, settings), stdin=line)
+        assert done.returncode == 0, f"{name}: {done.stderr}"
+
+    consumed = run_zync(
+        "consume", "-t", topic, "--from-beginning", "--exit-after", "2s",
+        env=over(stack, stack.mtls()),
+    )  # fmt: skip
+    assert consumed.returncode == 0, consumed.stderr
+    assert [line.count('"via"') for line in consumed.stdout.splitlines()] == [1] * 4
+    assert all(name in consumed.stdout for name in listeners)
+    info = run_zync("info", "-t", topic, env=over(stack, stack.sasl_ssl("SCRAM-SHA-256")))
+    assert info.returncode == 0 and "high 4" in info.stdout, info.stdout + info.stderr
+    # The plaintext listener sees what the secured ones wrote: one broker, three doors.
+    assert [r.value["via"] for r in read_topic(stack, topic)] == list(listeners)
+
+
+def test_a_refused_connection_names_its_cause_within_30s(
+    stack: Stack, topic: str, tmp_path: Path
+) -> None:
+    produce_json(stack, topic, [(None, {"n": 1})])
+    stranger_ca = str(local_credentials(tmp_path / "elsewhere").ca)  # another CA altogether
+    plaintext = dataclasses.replace(
+        stack.kafka, bootstrap_servers=stack.sasl_ssl().bootstrap_servers
+    )
+    no_client_cert = dataclasses.replace(stack.mtls(), ssl_cert=None, ssl_key=None)
+    cases = {
+        "wrong password": (stack.sasl_ssl(sasl_password="not-it"), "refused the credentials"),
+        "wrong user": (stack.sasl_ssl("PLAIN", sasl_username="mallory"), "refused the credentials"),
+        "unknown CA": (stack.sasl_ssl(ssl_ca=stranger_ca), "certificate verify failed"),
+        "plaintext to TLS": (plaintext, "answers only TLS"),
+        "no client certificate": (no_client_cert, "TLS with Kafka"),
+    }
+    started = time.monotonic()
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    running = {  # side by side: each waits out the client's connect timeout
+        name: subprocess.Popen([ZYNC, "info", "-t", topic], env=over(stack, settings), **pipes)
+        for name, (settings, _) in cases.items()
+    }
+    for name, process in running.items():
+        out, err = process.communicate(timeout=REFUSAL_DEADLINE_S * 2)
+        elapsed = time.monotonic() - started
+        assert process.returncode == 1, f"{name}: exit {process.returncode}"
+        assert elapsed < REFUSAL_DEADLINE_S, f"{name}: {elapsed:.0f}s"
+        assert out == "" and len(err.splitlines()) == 1, f"{name}: {err}"
+        assert err.startswith("zync: error: ") and cases[name][1] in err, f"{name}: {err}"
+    password = stack.sasl_ssl().sasl_password
+    assert not any(password in p.args[-1] for p in running.values())
+
+
+def test_a_dagster_run_over_sasl_ssl_ingests_transforms_and_sends_through_the_jvm(
+    spark, stack: Stack, topic: str, tmp_path: Path, lake: Path, monkeypatch
+) -> None:
+    """Sensor (librdkafka), ingest (Spark's Kafka source) and to-kafka's JVM sender (a
+    local Spark), all configured from the environment as a user's deployment is."""
+    secured = stack.sasl_ssl("SCRAM-SHA-512")
+    for name, value in kafka_env(secured).items():
+        monkeypatch.setenv(name, value)
+    spec = stateless_spec(tmp_path / "s.yaml", topic, "SecRaw", "SecStaging",
+                          'sql: "in.key AS key, in.value AS value"')  # fmt: skip
+    defs = build_definitions([load_spec(spec)])
+    produce_json(stack, topic, [({"id": i}, {"id": i, "n": i * 10}) for i in range(3)])
+    instance = DagsterInstance.ephemeral()
+
+    tick = evaluate(defs, instance, "raw_SecRaw_kafka_sensor")
+    assert len(tick.run_requests) == 1
+    graph = defs.resolve_asset_graph()
+    keys = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable]
+    result = materialize(
+        [defs.get_assets_def(k) for k in keys], instance=instance, resources=defs.resources,
+        run_config=tick.run_requests[0].run_config,
+    )  # fmt: skip
+    assert result.success
+    mtls = dataclasses.replace(stack, kafka=stack.mtls())
+    assert [r.value for r in read_topic(mtls, f"{topic}_out")] == [
+        {"id": i, "n": i * 10} for i in range(3)
+    ]
+    events = "\n".join(str(e) for e in instance.all_logs(result.run_id))
+    assert secured.sasl_password not in events
+
+
+def test_zync_run_over_sasl_ssl_on_spark_connect_sends_through_librdkafka(
+    stack: Stack, spark_server: str, topic: str, tmp_path: Path, lake: Path
+) -> None:
+    spec = stateless_spec(tmp_path / "s.yaml", topic, "SecRawC", "SecStagingC",
+                          'sql: "in.key AS key, in.value AS value"')  # fmt: skip
+    produce_json(stack, topic, [({"id": i}, {"id": i}) for i in range(4)])
+    env = over(stack, stack.sasl_ssl("SCRAM-SHA-256"), ZYNC_SPARK_MASTER=spark_server)
+    done = run_zync("run", str(spec), "--no-dagster", env=env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    mtls = dataclasses.replace(stack, kafka=stack.mtls())
+    assert [r.value for r in read_topic(mtls, f"{topic}_out")] == [{"id": i} for i in range(4)]
+    status = run_zync("status", str(spec), "--format", "json", env=env)
+    assert status.returncode == 0 and '"SecRawC"' in status.stdout, status.stderr
