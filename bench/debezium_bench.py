@@ -28,14 +28,8 @@ from pathlib import Path
 from bench.common import machine, publish
 from zync_assets.demo.chain import Chain
 from zync_assets.demo.workload import Workload
-from zync_assets.stack.services import (
-    CdcPorts,
-    StackPorts,
-    registry_url,
-    registry_v2_url,
-    stack_down,
-    stack_up,
-)
+from zync_assets.stack.registry import registry_url, registry_v2_url
+from zync_assets.stack.services import CdcPorts, StackPorts, stack_down, stack_up
 
 FORMATS = ("avro", "json")
 

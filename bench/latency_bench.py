@@ -40,7 +40,8 @@ from zync_assets.kafka.clients import ensure_topic, producer
 from zync_assets.kafka.produce import Line, encode_lines
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings, RegistrySettings
-from zync_assets.stack.services import StackPorts, registry_url, stack_down, stack_up
+from zync_assets.stack.registry import registry_url
+from zync_assets.stack.services import StackPorts, stack_down, stack_up
 
 SPEC = Path(__file__).resolve().parent.parent / "etl_specs" / "invoices.yaml"
 ZYNC = str(Path(sys.executable).parent / "zync")

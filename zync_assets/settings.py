@@ -36,6 +36,7 @@ _REGISTRY_KEYS = {
     "ZYNC_SCHEMA_REGISTRY_URL": "url",
     "ZYNC_SCHEMA_REGISTRY_USER": "user",
     "ZYNC_SCHEMA_REGISTRY_PASSWORD": "password",
+    "ZYNC_SCHEMA_REGISTRY_CA": "ca_cert_file",
 }
 
 
@@ -105,11 +106,14 @@ class RegistrySettings:
     url: str = DEFAULT_REGISTRY_URL
     user: str | None = None
     password: str | None = None
+    ca: str | None = None  # the CA that signed an https registry's certificate
 
     def client_config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"url": self.url, "timeout": 10}
         if self.user:
             config["basic.auth.user.info"] = f"{self.user}:{self.password or ''}"
+        if self.ca:
+            config["ssl.ca.location"] = self.ca
         return config
 
 
@@ -149,7 +153,34 @@ def registry_settings(env: Mapping[str, str] | None = None) -> RegistrySettings:
         url=str(values.get("url", DEFAULT_REGISTRY_URL)).rstrip("/"),
         user=values.get("user"),
         password=values.get("password"),
+        ca=values.get("ca_cert_file"),
     )
+
+
+def kafka_env(settings: KafkaSettings) -> dict[str, str]:
+    """The `ZYNC_KAFKA_*` variables that configure `settings` (for a child process)."""
+    values = {
+        "ZYNC_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
+        "ZYNC_KAFKA_SECURITY_PROTOCOL": settings.security_protocol,
+        "ZYNC_KAFKA_SASL_MECHANISM": settings.sasl_mechanism,
+        "ZYNC_KAFKA_SASL_USERNAME": settings.sasl_username,
+        "ZYNC_KAFKA_SASL_PASSWORD": settings.sasl_password,
+        "ZYNC_KAFKA_SSL_CA": settings.ssl_ca,
+        "ZYNC_KAFKA_SSL_CERT": settings.ssl_cert,
+        "ZYNC_KAFKA_SSL_KEY": settings.ssl_key,
+    }
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def registry_env(settings: RegistrySettings) -> dict[str, str]:
+    """The `ZYNC_SCHEMA_REGISTRY_*` variables that configure `settings`."""
+    values = {
+        "ZYNC_SCHEMA_REGISTRY_URL": settings.url,
+        "ZYNC_SCHEMA_REGISTRY_USER": settings.user,
+        "ZYNC_SCHEMA_REGISTRY_PASSWORD": settings.password,
+        "ZYNC_SCHEMA_REGISTRY_CA": settings.ca,
+    }
+    return {name: value for name, value in values.items() if value is not None}
 
 
 DEFAULT_SENSOR_INTERVAL = "5s"

@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import KafkaSettings, RegistrySettings
+from zync_assets.settings import KafkaSettings, RegistrySettings, kafka_env, registry_env
 from zync_assets.stack.kafka import SecurePorts
+from zync_assets.stack.registry import registry_url
 from zync_assets.stack.secure import SASL_USER, local_credentials
 from zync_assets.stack.services import (
     CdcPorts,
     StackPorts,
     cdc_up,
-    registry_url,
     stack_down,
     stack_up,
 )
@@ -77,25 +77,10 @@ class Stack:
         """Environment for a `zync` subprocess that talks to this stack."""
         return {
             **os.environ,
-            "ZYNC_KAFKA_BOOTSTRAP": self.kafka.bootstrap_servers,
-            "ZYNC_SCHEMA_REGISTRY_URL": self.registry_settings.url,
+            **kafka_env(self.kafka),
+            **registry_env(self.registry_settings),
             **extra,
         }
-
-
-def kafka_env(settings: KafkaSettings) -> dict[str, str]:
-    """The `ZYNC_KAFKA_*` variables that configure `settings` (as a user would set them)."""
-    values = {
-        "ZYNC_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
-        "ZYNC_KAFKA_SECURITY_PROTOCOL": settings.security_protocol,
-        "ZYNC_KAFKA_SASL_MECHANISM": settings.sasl_mechanism,
-        "ZYNC_KAFKA_SASL_USERNAME": settings.sasl_username,
-        "ZYNC_KAFKA_SASL_PASSWORD": settings.sasl_password,
-        "ZYNC_KAFKA_SSL_CA": settings.ssl_ca,
-        "ZYNC_KAFKA_SSL_CERT": settings.ssl_cert,
-        "ZYNC_KAFKA_SSL_KEY": settings.ssl_key,
-    }
-    return {name: value for name, value in values.items() if value is not None}
 
 
 @pytest.fixture(scope="session")
@@ -122,6 +107,26 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def secured_registry(stack: Stack, tmp_path_factory: pytest.TempPathFactory):
+    """A second registry, secured as `zync stack up --secure` makes it: https only, with
+    basic auth (its own CA and password). Apart from the session's plain one, which the
+    other tests use; stopped with the session."""
+    from zync_assets.stack.registry import (
+        launch_registry,
+        registry_service,
+        secured_registry_settings,
+    )
+
+    home = tmp_path_factory.mktemp("secured-registry") / ".zync"
+    port = free_port()
+    try:
+        launch_registry(home, port, free_port(), secure=True)()
+        yield secured_registry_settings(home, port)
+    finally:
+        registry_service(home).stop()
 
 
 @pytest.fixture(scope="session")
@@ -277,7 +282,7 @@ def read_topic(stack: Stack, topic: str, decode: bool = True) -> list[Received]:
 
     from zync_assets.kafka.clients import partitions_of
 
-    client = SchemaRegistryClient({"url": stack.registry_settings.url, "timeout": 10})
+    client = SchemaRegistryClient(stack.registry_settings.client_config())
     deserialize = AvroDeserializer(client)
     consumer = Consumer({
         **stack.kafka.client_config(), "group.id": uuid.uuid4().hex,

@@ -1,5 +1,6 @@
-"""zync against a secured broker: the stack's SASL_SSL listener (PLAIN, SCRAM-SHA-256,
-SCRAM-SHA-512) and its mutual-TLS listener, with certificates from the stack's own CA.
+"""zync against a secured broker — the stack's SASL_SSL listener (PLAIN, SCRAM-SHA-256,
+SCRAM-SHA-512) and its mutual-TLS listener, with certificates from the stack's own CA —
+and a secured registry (https only, basic auth).
 
 Every client is covered: the CLI (librdkafka), ingest (Spark's Kafka source, Java),
 to-kafka's two senders (the driver JVM's for a local Spark, librdkafka's for Spark
@@ -18,12 +19,12 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from zync_assets.definitions import build_definitions
+from zync_assets.settings import KafkaSettings, RegistrySettings, kafka_env, registry_env
 from zync_assets.spec import load_spec
 from zync_assets.stack.secure import local_credentials
 from zync_assets_tests.conftest import (
     ZYNC,
     Stack,
-    kafka_env,
     produce_json,
     read_topic,
     run_zync,
@@ -39,7 +40,15 @@ def over(stack: Stack, settings, **extra: str) -> dict[str, str]:
     return stack.env(**kafka_env(settings), **extra)
 
 
-def test_the_cli_speaks_every_sasl_mechanism_and_mutual_tls(stack: Stack, topic: str) -> None:
+@pytest.fixture
+def secured(stack: Stack, secured_registry: RegistrySettings) -> Stack:
+    """The session's stack seen through its secured doors: SASL_SSL with SCRAM-SHA-512,
+    and the https registry with basic auth."""
+    return dataclasses.replace(stack, kafka=stack.sasl_ssl(), registry_settings=secured_registry)
+
+
+def test_the_cli_speaks_every_sasl_mechanism_and_mutual_tls(secured: Stack, topic: str) -> None:
+    stack = secured
     listeners = {
         "PLAIN": stack.sasl_ssl("PLAIN"),
         "SCRAM-SHA-256": stack.sasl_ssl("SCRAM-SHA-256"),
@@ -60,18 +69,18 @@ def test_the_cli_speaks_every_sasl_mechanism_and_mutual_tls(stack: Stack, topic:
     assert all(name in consumed.stdout for name in listeners)
     info = run_zync("info", "-t", topic, env=over(stack, stack.sasl_ssl("SCRAM-SHA-256")))
     assert info.returncode == 0 and "high 4" in info.stdout, info.stdout + info.stderr
-    # The plaintext listener sees what the secured ones wrote: one broker, three doors.
     assert [r.value["via"] for r in read_topic(stack, topic)] == list(listeners)
+    subjects = run_zync("ls", env=stack.env())
+    assert subjects.returncode == 0 and f"{topic}-value" in subjects.stdout, subjects.stderr
 
 
 def test_a_refused_connection_names_its_cause_within_30s(
-    stack: Stack, topic: str, tmp_path: Path
+    secured: Stack, topic: str, tmp_path: Path
 ) -> None:
+    stack = secured
     produce_json(stack, topic, [(None, {"n": 1})])
     stranger_ca = str(local_credentials(tmp_path / "elsewhere").ca)  # another CA altogether
-    plaintext = dataclasses.replace(
-        stack.kafka, bootstrap_servers=stack.sasl_ssl().bootstrap_servers
-    )
+    plaintext = KafkaSettings(stack.sasl_ssl().bootstrap_servers)
     no_client_cert = dataclasses.replace(stack.mtls(), ssl_cert=None, ssl_key=None)
     cases = {
         "wrong password": (stack.sasl_ssl(sasl_password="not-it"), "refused the credentials"),
@@ -80,30 +89,48 @@ def test_a_refused_connection_names_its_cause_within_30s(
         "plaintext to TLS": (plaintext, "answers only TLS"),
         "no client certificate": (no_client_cert, "TLS with Kafka"),
     }
+    registry = stack.registry_settings
+    registry_cases = {
+        "registry: wrong password": (
+            dataclasses.replace(registry, password="not-it"), "refused the credentials"),
+        "registry: no password": (
+            dataclasses.replace(registry, user=None, password=None), "refused the credentials"),
+        "registry: unknown CA": (dataclasses.replace(registry, ca=stranger_ca), "TLS with"),
+        "registry: http to https": (
+            dataclasses.replace(registry, url=registry.url.replace("https", "http")),
+            "answers only TLS"),
+    }  # fmt: skip
     started = time.monotonic()
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     running = {  # side by side: each waits out the client's connect timeout
         name: subprocess.Popen([ZYNC, "info", "-t", topic], env=over(stack, settings), **pipes)
         for name, (settings, _) in cases.items()
     }
+    for name, (settings, _) in registry_cases.items():
+        # `consume` looks up each message's schema; a registry-less command would not ask
+        env = stack.env(**registry_env(settings))
+        env.update({k: "" for k in registry_env(registry) if k not in registry_env(settings)})
+        command = [ZYNC, "consume", "-t", topic, "--from-beginning", "--exit-after", "2s"]
+        running[name] = subprocess.Popen(command, env=env, **pipes)
+    cases |= registry_cases
     for name, process in running.items():
         out, err = process.communicate(timeout=REFUSAL_DEADLINE_S * 2)
         elapsed = time.monotonic() - started
-        assert process.returncode == 1, f"{name}: exit {process.returncode}"
+        assert process.returncode == 1, f"{name}: exit {process.returncode}: {out} {err}"
         assert elapsed < REFUSAL_DEADLINE_S, f"{name}: {elapsed:.0f}s"
         assert out == "" and len(err.splitlines()) == 1, f"{name}: {err}"
         assert err.startswith("zync: error: ") and cases[name][1] in err, f"{name}: {err}"
-    password = stack.sasl_ssl().sasl_password
-    assert not any(password in p.args[-1] for p in running.values())
+    for secret in (stack.kafka.sasl_password, registry.password):
+        assert not any(secret in "".join(p.args) for p in running.values())
 
 
 def test_a_dagster_run_over_sasl_ssl_ingests_transforms_and_sends_through_the_jvm(
-    spark, stack: Stack, topic: str, tmp_path: Path, lake: Path, monkeypatch
+    spark, secured: Stack, topic: str, tmp_path: Path, lake: Path, monkeypatch
 ) -> None:
     """Sensor (librdkafka), ingest (Spark's Kafka source) and to-kafka's JVM sender (a
     local Spark), all configured from the environment as a user's deployment is."""
-    secured = stack.sasl_ssl("SCRAM-SHA-512")
-    for name, value in kafka_env(secured).items():
+    stack = secured
+    for name, value in {**kafka_env(stack.kafka), **registry_env(stack.registry_settings)}.items():
         monkeypatch.setenv(name, value)
     spec = stateless_spec(tmp_path / "s.yaml", topic, "SecRaw", "SecStaging",
                           'sql: "in.key AS key, in.value AS value"')  # fmt: skip
@@ -125,12 +152,15 @@ def test_a_dagster_run_over_sasl_ssl_ingests_transforms_and_sends_through_the_jv
         {"id": i, "n": i * 10} for i in range(3)
     ]
     events = "\n".join(str(e) for e in instance.all_logs(result.run_id))
-    assert secured.sasl_password not in events
+    assert (
+        stack.kafka.sasl_password not in events and stack.registry_settings.password not in events
+    )
 
 
 def test_zync_run_over_sasl_ssl_on_spark_connect_sends_through_librdkafka(
-    stack: Stack, spark_server: str, topic: str, tmp_path: Path, lake: Path
+    secured: Stack, spark_server: str, topic: str, tmp_path: Path, lake: Path
 ) -> None:
+    stack = secured
     spec = stateless_spec(tmp_path / "s.yaml", topic, "SecRawC", "SecStagingC",
                           'sql: "in.key AS key, in.value AS value"')  # fmt: skip
     produce_json(stack, topic, [({"id": i}, {"id": i}) for i in range(4)])

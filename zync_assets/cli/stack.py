@@ -12,6 +12,7 @@ from zync_assets.locations import state_dir
 from zync_assets.spark_connect import SPARK_CONNECT_PORT
 from zync_assets.stack.dagster import DAGSTER_PORT
 from zync_assets.stack.kafka import SecurePorts
+from zync_assets.stack.registry import registry_url
 from zync_assets.stack.secure import SASL_USER, local_credentials, write_client_settings
 from zync_assets.stack.services import (
     CdcPorts,
@@ -99,7 +100,7 @@ def up(
     for status in statuses:
         click.echo(status.line())
     if secure is not None:
-        _echo_secure_listeners(secure)
+        _echo_secure_listeners(ports, secure)
     click.echo(f"stack is up ({time.monotonic() - started:.1f}s)")
     if spark is not None and not os.environ.get("ZYNC_SPARK_MASTER"):
         click.echo(
@@ -107,24 +108,28 @@ def up(
         )
 
 
-def _echo_secure_listeners(secure: SecurePorts) -> None:
+def _echo_secure_listeners(ports: StackPorts, secure: SecurePorts) -> None:
     """Where the secured listeners are, and client settings for each (no secret printed)."""
     credentials = local_credentials(state_dir())
-    sasl = write_client_settings(
-        credentials, "kafka-sasl_ssl.json",
-        credentials.sasl_client_settings(f"127.0.0.1:{secure.sasl_ssl}"),
-    )  # fmt: skip
-    mtls = write_client_settings(
-        credentials, "kafka-mtls.json", credentials.mtls_client_settings(f"127.0.0.1:{secure.mtls}")
-    )
+    files = {
+        "kafka-sasl_ssl.json": credentials.sasl_client_settings(f"127.0.0.1:{secure.sasl_ssl}"),
+        "kafka-mtls.json": credentials.mtls_client_settings(f"127.0.0.1:{secure.mtls}"),
+        "schema_registry.json": credentials.registry_client_settings(
+            registry_url(ports.registry, secure=True)
+        ),
+    }
+    saved = {name: write_client_settings(credentials, name, s) for name, s in files.items()}
     click.echo(
         f"kafka        SASL_SSL 127.0.0.1:{secure.sasl_ssl} (user {SASL_USER}: PLAIN, "
-        f"SCRAM-SHA-256, SCRAM-SHA-512)  client settings {sasl}"
+        f"SCRAM-SHA-256, SCRAM-SHA-512)  client settings {saved['kafka-sasl_ssl.json']}"
     )
     click.echo(f"kafka        SSL with a client certificate 127.0.0.1:{secure.mtls}  "
-               f"client settings {mtls}")  # fmt: skip
+               f"client settings {saved['kafka-mtls.json']}")  # fmt: skip
+    click.echo(f"registry     https with basic auth (user {SASL_USER})  "
+               f"client settings {saved['schema_registry.json']}")  # fmt: skip
     click.echo(
-        "  (copy one to resources/kafka.json to use it; it holds the password: keep it 0600)"
+        "  (copy them to resources/kafka.json and resources/schema_registry.json to use them; "
+        "they hold the password: keep them 0600)"
     )
 
 

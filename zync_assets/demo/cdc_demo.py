@@ -37,7 +37,8 @@ from zync_assets.settings import kafka_settings
 from zync_assets.spark_connect import SPARK_CONNECT_PORT
 from zync_assets.stack.dagster import dagster_home, dagster_service, dagster_url
 from zync_assets.stack.pipeline import pipeline_service
-from zync_assets.stack.services import CdcPorts, StackPorts, registry_v2_url, stack_up
+from zync_assets.stack.registry import registry_v2_url
+from zync_assets.stack.services import CdcPorts, StackPorts, stack_up
 
 CHAIN = "shop"  # etl_specs/shop.yaml reads topics shop.public.* and writes shop_invoices
 POOLS = ("ShopRaw", "ShopStaging")

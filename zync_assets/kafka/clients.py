@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from zync_assets.errors import ZyncError
 from zync_assets.settings import KafkaSettings, verbose
+from zync_assets.tls_probe import speaks_tls
 
 CONNECT_TIMEOUT_S = 10.0
 LIBRDKAFKA_LOG = logging.getLogger("zync.librdkafka")
@@ -101,7 +102,8 @@ def unreachable(
     failure, picks the advice: credentials, certificates, protocol, or address."""
     if cause is not None and (refused := _refusal(settings, cause)) is not None:
         return refused
-    if "SSL" not in settings.security_protocol and _speaks_tls(settings.bootstrap_servers):
+    first = settings.bootstrap_servers.split(",")[0].strip()
+    if "SSL" not in settings.security_protocol and speaks_tls(first):
         # A TLS listener drops a plaintext client's first request without a word.
         return ZyncError(
             f"Kafka at {settings.describe()} answers only TLS; set ZYNC_KAFKA_SECURITY_PROTOCOL "
@@ -133,25 +135,6 @@ def _refusal(settings: KafkaSettings, cause: KafkaError) -> ZyncError | None:
             "the broker's certificate) and, for mutual TLS, ZYNC_KAFKA_SSL_CERT and _KEY"
         )
     return None
-
-
-def _speaks_tls(bootstrap: str, timeout: float = 2.0) -> bool:
-    """Whether the first bootstrap address completes a TLS handshake (nothing verified)."""
-    import socket
-    import ssl
-
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    try:
-        with (
-            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as raw,
-            context.wrap_socket(raw),
-        ):
-            return True
-    except (OSError, ValueError):  # ssl.SSLError is an OSError
-        return False
 
 
 def _strip_broker_prefix(text: str) -> str:

@@ -6,15 +6,22 @@ import json
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from zync_assets.errors import ZyncError
 from zync_assets.settings import RegistrySettings
+from zync_assets.tls_probe import speaks_tls
 
 T = TypeVar("T")
 SCHEMA_NOT_FOUND = 40403
+
+
+def _plaintext_to_tls(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme == "http" and speaks_tls(f"{parts.hostname}:{parts.port or 80}")
 
 
 class UnknownSchemaId(LookupError):
@@ -32,9 +39,25 @@ class Registry:
     def _call(self, what: str, call: Callable[[], T]) -> T:
         try:
             return call()
-        except SchemaRegistryError:
+        except SchemaRegistryError as exc:
+            if exc.http_status_code in (401, 403):
+                raise ZyncError(
+                    f"schema registry at {self.settings.url} refused the credentials while "
+                    f"{what} (HTTP {exc.http_status_code}); check ZYNC_SCHEMA_REGISTRY_USER "
+                    "and ZYNC_SCHEMA_REGISTRY_PASSWORD (or user/password in schema_registry.json)"
+                ) from exc
             raise
         except Exception as exc:  # transport errors come from httpx; name the URL instead
+            if "CERTIFICATE_VERIFY_FAILED" in str(exc) or "SSL" in type(exc).__name__:
+                raise ZyncError(
+                    f"TLS with the schema registry at {self.settings.url} failed while {what} "
+                    f"({exc}); set ZYNC_SCHEMA_REGISTRY_CA to the CA that signed its certificate"
+                ) from exc
+            if _plaintext_to_tls(self.settings.url):
+                raise ZyncError(
+                    f"schema registry at {self.settings.url} answers only TLS; "
+                    "use https:// in ZYNC_SCHEMA_REGISTRY_URL"
+                ) from exc
             raise ZyncError(
                 f"schema registry unreachable at {self.settings.url} while {what} ({exc}); "
                 "check ZYNC_SCHEMA_REGISTRY_URL or start the local stack with `zync stack up`"

@@ -16,6 +16,7 @@ from typing import Any
 import requests
 
 from zync_assets.errors import ZyncError
+from zync_assets.settings import RegistrySettings, registry_env
 from zync_assets.stack.process import Running, Service
 
 DAGSTER_PORT = 3000
@@ -101,14 +102,16 @@ def _code_loaded(url: str) -> bool:
     return bool(entries) and all(e["loadStatus"] == "LOADED" for e in entries)
 
 
-def _dagster_env(home: Path, kafka: str, registry: str, spark: str | None) -> dict[str, str]:
+def _dagster_env(
+    home: Path, kafka: str, registry: RegistrySettings, spark: str | None
+) -> dict[str, str]:
     """The runs talk to this stack's Kafka, registry and Spark Connect server (when it has
     one: every run then shares its warm JVM), whatever the caller's defaults."""
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
         "ZYNC_KAFKA_BOOTSTRAP": kafka,
-        "ZYNC_SCHEMA_REGISTRY_URL": registry,
+        **registry_env(registry),
     }
     if spark is not None:
         env["ZYNC_SPARK_MASTER"] = spark
@@ -119,7 +122,7 @@ def _dagster_env(home: Path, kafka: str, registry: str, spark: str | None) -> di
 
 
 def launch_dagster(
-    state: Path, port: int, kafka: str, registry: str, spark: str | None = None
+    state: Path, port: int, kafka: str, registry: RegistrySettings, spark: str | None = None
 ) -> Callable[[], Running]:
     """Start `dagster dev -m zync_assets.definitions` (unless running); returns a call that
     waits until its code is loaded."""

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zync_assets.lease import pipeline_feeding
+from zync_assets.settings import RegistrySettings, registry_env
 from zync_assets.stack.process import Running, Service
 
 # Spark's start, then the first pass over whatever the topics already hold.
@@ -21,7 +22,7 @@ def pipeline_service(state: Path) -> Service:
 
 
 def launch_pipeline(
-    state: Path, specs: list[Path], kafka: str, registry: str, pools: list[str]
+    state: Path, specs: list[Path], kafka: str, registry: RegistrySettings, pools: list[str]
 ) -> Callable[[], Running]:
     """Start `zync run SPECS --follow` (unless running); returns a call that waits until it
     holds its pools' leases (it took them before starting Spark: from then on, Dagster's
@@ -32,7 +33,7 @@ def launch_pipeline(
     env = {
         **os.environ,
         "ZYNC_KAFKA_BOOTSTRAP": kafka,
-        "ZYNC_SCHEMA_REGISTRY_URL": registry,
+        **registry_env(registry),
         "ZYNC_HOME": str(state),  # `zync run` reports to the stack's Dagster, if it has one
     }
     if env.get("ZYNC_LAKE"):

@@ -31,6 +31,15 @@ class LocalCredentials:
         return self.folder / "ca.pem"
 
     @property
+    def server_cert(self) -> Path:
+        """The stack's server certificate (127.0.0.1, localhost): broker and registry."""
+        return self.folder / "server.pem"
+
+    @property
+    def server_key(self) -> Path:
+        return self.folder / "server-key.pem"
+
+    @property
     def broker_keystore(self) -> Path:
         """The broker's key and certificate chain in one PEM file (Kafka's PEM keystore)."""
         return self.folder / "broker.pem"
@@ -61,6 +70,15 @@ class LocalCredentials:
             "tls_server_ca_cert_file": str(self.ca),
         }
 
+    def registry_client_settings(self, url: str) -> dict:
+        """A `resources/schema_registry.json` for the secured registry."""
+        return {
+            "url": url,
+            "user": SASL_USER,
+            "password": self.password(),
+            "ca_cert_file": str(self.ca),
+        }
+
     def mtls_client_settings(self, bootstrap: str) -> dict:
         """A `resources/kafka.json` for the mutual-TLS listener."""
         return {
@@ -80,10 +98,12 @@ def local_credentials(home: Path) -> LocalCredentials:
     credentials.folder.mkdir(parents=True, exist_ok=True)
     os.chmod(credentials.folder, 0o700)
     ca_key, ca_cert = _make_ca()
-    broker_key, broker_cert = _issue(ca_key, ca_cert, "zync-local-broker", server=True)
+    server_key, server_cert = _issue(ca_key, ca_cert, "zync-local-server", server=True)
     client_key, client_cert = _issue(ca_key, ca_cert, CLIENT_COMMON_NAME, server=False)
     _write(credentials.ca, _cert_pem(ca_cert))
-    _write(credentials.broker_keystore, _key_pem(broker_key) + _cert_pem(broker_cert))
+    _write(credentials.server_cert, _cert_pem(server_cert))
+    _write(credentials.server_key, _key_pem(server_key))
+    _write(credentials.broker_keystore, _key_pem(server_key) + _cert_pem(server_cert))
     _write(credentials.client_cert, _cert_pem(client_cert))
     _write(credentials.client_key, _key_pem(client_key))
     _write(credentials.password_file, secrets.token_urlsafe(24).encode() + b"\n")
