@@ -25,6 +25,7 @@ from zync_assets.stack.secure import local_credentials
 from zync_assets_tests.conftest import (
     ZYNC,
     Stack,
+    free_port,
     produce_json,
     read_topic,
     run_zync,
@@ -171,3 +172,101 @@ def test_zync_run_over_sasl_ssl_on_spark_connect_sends_through_librdkafka(
     assert [r.value for r in read_topic(mtls, f"{topic}_out")] == [{"id": i} for i in range(4)]
     status = run_zync("status", str(spec), "--format", "json", env=env)
     assert status.returncode == 0 and '"SecRawC"' in status.stdout, status.stderr
+
+
+def files_holding(folder: Path, secrets: list[str]) -> list[str]:
+    """Every file under `folder` whose bytes contain one of `secrets`."""
+    needles = [s.encode() for s in secrets]
+    return [
+        str(path)
+        for path in folder.rglob("*")
+        if path.is_file() and any(n in path.read_bytes() for n in needles)
+    ]
+
+
+def test_no_secret_reaches_an_output_a_log_spark_s_ui_or_the_lake(
+    secured: Stack, spark_server: str, topic: str, tmp_path: Path, lake: Path
+) -> None:
+    """Known secrets (the Kafka and registry passwords, a client key, a mistyped password)
+    through every kind of command, successful, failing and verbose, with Spark's UI on."""
+    stack = secured
+    key_text = Path(stack.mtls().ssl_key).read_text().splitlines()[1]  # a line of the key
+    mistyped = "Mistyped-Passw0rd-4711"
+    secrets = [stack.kafka.sasl_password, stack.registry_settings.password, key_text, mistyped]
+    spec = stateless_spec(tmp_path / "s.yaml", topic, "SecretRaw", "SecretStaging",
+                          'sql: "in.key AS key, in.value AS value"')  # fmt: skip
+    ui_port = free_port()
+    conf = tmp_path / "spark.conf"
+    conf.write_text(Path("resources/spark.conf").read_text().replace(
+        "spark.ui.enabled                          false",
+        f"spark.ui.enabled true\nspark.ui.port {ui_port}",
+    ))  # fmt: skip
+    env = stack.env(ZYNC_SPARK_CONF=str(conf), ZYNC_HOME=str(stack.home))
+    outputs: list[str] = []
+
+    def zync(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        done = run_zync(*args, env={**env, "ZYNC_SPARK_MASTER": spark_server, **extra},
+                        timeout=240)  # fmt: skip
+        outputs.extend([done.stdout, done.stderr])
+        return done
+
+    line = '{"key": {"id": 1}, "value": {"id": 1}}\n'
+    assert run_zync("produce", "-t", topic, env=env, stdin=line).returncode == 0
+    ingest = subprocess.Popen(
+        [ZYNC, "-v", "from-kafka", str(spec), "--exit-after", "8s"], env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    refused = subprocess.Popen(  # waits out its connect timeout meanwhile
+        [ZYNC, "info", "-t", topic], env={**env, "ZYNC_KAFKA_SASL_PASSWORD": mistyped},
+        text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    pages = spark_ui_pages(ui_port, ingest)
+    ingest.terminate()  # it finishes its commit and exits 0
+    out, err = ingest.communicate(timeout=120)
+    assert ingest.returncode == 0, err
+    outputs += [out, err, *pages]
+    assert any("spark.app.name" in page for page in pages)  # the environment page was read
+    zync("-v", "run", str(spec), "--no-dagster")
+    zync("consume", "-t", f"{topic}_out", "--from-beginning", "--exit-after", "2s")
+    zync("-v", "info", "-t", topic)
+    zync("ls")
+    zync("status", str(spec), "--format", "json")
+    zync("stack", "status")
+    zync("pool", "ls")
+    outputs.extend(refused.communicate(timeout=60))
+    assert refused.returncode == 1
+    assert zync("ls", ZYNC_SCHEMA_REGISTRY_PASSWORD=mistyped).returncode == 1
+
+    assert "1 records" in "".join(outputs) or "sent" in "".join(outputs)  # the run did send
+    assert [s for s in secrets if any(s in text for text in outputs)] == []
+    # The search finds them where they belong: the stack's owner-only credentials.
+    assert files_holding(stack.home / "secure", secrets[:1] + secrets[2:3])
+    assert files_holding(lake, secrets) == []
+    assert files_holding(stack.home / "logs", secrets) == []
+
+
+def spark_ui_pages(port: int, process: subprocess.Popen) -> list[str]:
+    """What Spark's UI shows of a running zync once it ran a query — its environment page,
+    jobs and SQL plans with their details — through the UI's REST API (the pages' data)."""
+    import json
+    import urllib.request
+
+    def get(path: str) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+            return reply.read().decode()
+
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            app = json.loads(get("/api/v1/applications"))[0]["id"]
+            sql = get(f"/api/v1/applications/{app}/sql?details=true&planDescription=true")
+            if json.loads(sql):
+                break
+        except (OSError, IndexError, ValueError):
+            pass
+        time.sleep(0.5)
+    else:
+        process.kill()
+        raise AssertionError(f"Spark's UI never showed a query: {process.communicate()}")
+    api = f"/api/v1/applications/{app}"
+    return [sql, get(f"{api}/environment"), get(f"{api}/jobs"), get("/environment/")]
