@@ -8,3 +8,8 @@ class ZyncError(Exception):
 class ConcurrentWriter(ZyncError):
     """Another writer (a second pipeline, a Dagster run) committed or took over first;
     this one wrote nothing, and running again continues from the new state."""
+
+
+class Unavailable(ZyncError):
+    """A service (Kafka, the schema registry) did not answer. Nothing was committed: the
+    same pass can run again once it is back, which continuous modes do, for a while."""

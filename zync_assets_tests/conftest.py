@@ -54,7 +54,36 @@ class Stack:
     home: Path
     kafka: KafkaSettings
     registry_settings: RegistrySettings
-    secure: SecurePorts
+    ports: StackPorts
+
+    @property
+    def secure(self) -> SecurePorts:
+        assert self.ports.secure is not None
+        return self.ports.secure
+
+    def stop_kafka(self) -> None:
+        """Stop the broker: a clean shutdown, as an operator's restart does."""
+        from zync_assets.stack.kafka import kafka_service
+
+        kafka_service(self.home).stop()
+
+    def start_kafka(self) -> None:
+        """Start the broker again on its ports and data; wait until it answers."""
+        from zync_assets.stack.kafka import launch_kafka
+
+        ports = self.ports
+        launch_kafka(self.home, ports.kafka, ports.kafka_controller, ports.secure)()
+
+    def stop_registry(self) -> None:
+        from zync_assets.stack.registry import registry_service
+
+        registry_service(self.home).stop()
+
+    def start_registry(self) -> None:
+        """Start the registry again on its port and data; wait until it answers."""
+        from zync_assets.stack.registry import launch_registry
+
+        launch_registry(self.home, self.ports.registry, self.ports.registry_management)()
 
     def sasl_ssl(self, mechanism: str = "SCRAM-SHA-512", **changes: str) -> KafkaSettings:
         """Settings for the broker's SASL_SSL listener (user `zync`), with `changes`."""
@@ -95,7 +124,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             home,
             KafkaSettings(f"127.0.0.1:{ports.kafka}"),
             RegistrySettings(registry_url(ports.registry)),
-            secure,
+            ports,
         )
         os.environ["ZYNC_KAFKA_BOOTSTRAP"] = started.kafka.bootstrap_servers
         os.environ["ZYNC_SCHEMA_REGISTRY_URL"] = started.registry_settings.url

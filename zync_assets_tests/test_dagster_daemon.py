@@ -60,8 +60,8 @@ def dagster_ui(
         env.setenv("ZYNC_SENSOR_INTERVAL", "3s")
         reset(stack.kafka)  # the demo's topics; its pools live in the fresh lake
         try:
-            kafka, registry = stack.kafka.bootstrap_servers, stack.registry_settings.url
-            launch_dagster(state, port, kafka, registry, spark_server)()
+            kafka = stack.kafka.bootstrap_servers
+            launch_dagster(state, port, kafka, stack.registry_settings, spark_server)()
             yield DagsterUI(dagster_url(port), open_instance(dagster_home(state)), lake)
         finally:
             dagster_service(state).stop()

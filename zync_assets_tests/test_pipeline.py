@@ -66,7 +66,7 @@ def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cl
     registry = Registry(stack.registry_settings)
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
     running = launch_pipeline(
-        stack.home, [INVOICES], stack.kafka.bootstrap_servers, registry.settings.url, ["Raw"]
+        stack.home, [INVOICES], stack.kafka.bootstrap_servers, registry.settings, ["Raw"]
     )()
     try:
         line = {s.name: s.line() for s in stack_status(stack.home)}["pipeline"]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from zync_assets.errors import ZyncError
+from zync_assets.settings import RegistrySettings
 from zync_assets.spark import spark_jars
 from zync_assets.stack import connect, java
 from zync_assets.stack.connectors import connector_config
@@ -136,7 +137,9 @@ def test_dagster_that_cannot_load_the_specs_says_why_and_stops(
     specs.mkdir()
     (specs / "bad.yaml").write_text("inputs: [{topic: T}]\n")  # no pool
     monkeypatch.setenv("ZYNC_SPECS", str(specs))
-    wait = launch_dagster(tmp_path, free_port(), "127.0.0.1:1", "http://127.0.0.1:1")
+    wait = launch_dagster(
+        tmp_path, free_port(), "127.0.0.1:1", RegistrySettings("http://127.0.0.1:1")
+    )
     try:
         with pytest.raises(ZyncError, match="Dagster could not load code location") as error:
             wait()

@@ -96,7 +96,10 @@ def up(
     dagster = dagster_port if with_dagster else None
     specs = [Path(path) for path in follow]
     spark = None if without_spark else spark_port
-    statuses = stack_up(ports, dagster_port=dagster, cdc=cdc, follow=specs, spark_port=spark)
+    statuses = stack_up(
+        ports, dagster_port=dagster, cdc=cdc, follow=specs, spark_port=spark,
+        secure_registry=with_secure,
+    )  # fmt: skip
     for status in statuses:
         click.echo(status.line())
     if secure is not None:

@@ -13,7 +13,8 @@ copy     the run's dead letters to `<pool>_dlq` (idempotent; a crash before it i
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
@@ -28,6 +29,7 @@ from zync_assets.ingest.progress import Progress, app_id, commit_metadata, read_
 from zync_assets.ingest.ranges import OffsetRange, Offsets, advance, plan_ranges
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.ingest.source import read_ranges
+from zync_assets.kafka.clients import java_outage
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import check_pool_name, pool_path
@@ -73,17 +75,18 @@ def ingest(
 
     run, attempt = progress.run + 1, uuid.uuid4().hex
     after, total = advance(progress.offsets, ranges), sum(r.size for r in ranges)
-    envelopes = read_ranges(spark, kafka, ranges).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        with sized_work(spark, total):
-            rows = decode.decode_envelopes(envelopes, registry, formats)
-            if shaper is not None:
-                rows = shaper.apply(rows)
-            ranges_json = [[r.topic, r.partition, r.start, r.end] for r in ranges]
-            metadata = commit_metadata(run, attempt, after, ranges=ranges_json)
-            _append(rows, path, pool, run, metadata)
-    finally:
-        envelopes.unpersist()
+    with kafka_outages_named(kafka):
+        envelopes = read_ranges(spark, kafka, ranges).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            with sized_work(spark, total):
+                rows = decode.decode_envelopes(envelopes, registry, formats)
+                if shaper is not None:
+                    rows = shaper.apply(rows)
+                ranges_json = [[r.topic, r.partition, r.start, r.end] for r in ranges]
+                metadata = commit_metadata(run, attempt, after, ranges=ranges_json)
+                _append(rows, path, pool, run, metadata)
+        finally:
+            envelopes.unpersist()
     committed = read_progress(path)
     if committed.attempt != attempt:
         return IngestResult(
@@ -92,6 +95,20 @@ def ingest(
         )  # fmt: skip
     dead = sync_dead_letters(spark, pool, committed, after=progress)
     return IngestResult(pool, run, ranges, _rows_written(committed, total) - dead, dead, after, end)
+
+
+@contextmanager
+def kafka_outages_named(kafka: KafkaSettings) -> Iterator[None]:
+    """Spark's Kafka source failing because the broker went away mid-read: Unavailable (a
+    continuous run retries it), not a JVM stack trace. The commit had not happened."""
+    try:
+        yield
+    except ZyncError:
+        raise
+    except Exception as exc:
+        if (outage := java_outage(kafka, exc)) is not None:
+            raise outage from exc
+        raise
 
 
 def _plan(

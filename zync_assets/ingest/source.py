@@ -19,8 +19,11 @@ def java_client_options(settings: KafkaSettings) -> dict[str, str]:
     options.update({
         # CDC producers may be transactional: never ingest aborted or open transactions.
         "kafka.isolation.level": "read_committed",
-        "kafka.request.timeout.ms": "30000",
-        "kafka.default.api.timeout.ms": "30000",
+        # A broker gone mid-read fails the pass within about a minute, not Spark's default
+        # several (offset lookups 3 × 60 s, then a fetch poll of 120 s); a continuous run
+        # then says so and retries.
+        "kafka.request.timeout.ms": "15000",
+        "kafka.default.api.timeout.ms": "15000",
         # Big fetches: the default 1 MiB per partition costs a round trip per few thousand rows.
         "kafka.max.partition.fetch.bytes": str(16 << 20),
         "kafka.fetch.max.bytes": str(64 << 20),
@@ -47,6 +50,8 @@ def read_ranges(
         .option("startingOffsets", spark_offsets_json(ranges, "start"))
         .option("endingOffsets", spark_offsets_json(ranges, "end"))
         .option("failOnDataLoss", "false")
+        .option("fetchOffset.numRetries", "2")
+        .option("kafkaConsumer.pollTimeoutMs", "30000")
         # Split big ranges so decoding runs on every core, not one task per partition.
         .option("minPartitions", str(default_parallelism(spark)))
         .load()

@@ -8,6 +8,7 @@ so a wrong address or security protocol becomes one clear error, not a hang.
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
-from zync_assets.errors import ZyncError
+from zync_assets.errors import Unavailable, ZyncError
 from zync_assets.settings import KafkaSettings, verbose
 from zync_assets.tls_probe import speaks_tls
 
@@ -109,10 +110,48 @@ def unreachable(
             f"Kafka at {settings.describe()} answers only TLS; set ZYNC_KAFKA_SECURITY_PROTOCOL "
             "to SSL or SASL_SSL (with ZYNC_KAFKA_SSL_CA), as this listener expects"
         )
-    return ZyncError(
+    return Unavailable(
         f"cannot reach Kafka at {settings.describe()} within {CONNECT_TIMEOUT_S:g}s ({detail}); "
         "check ZYNC_KAFKA_BOOTSTRAP and ZYNC_KAFKA_SECURITY_PROTOCOL, or start the local "
         "stack with `zync stack up`"
+    )
+
+
+# The Java client's errors that mean "the broker is away for now" (Spark's Kafka source and
+# the JVM sender raise them through py4j or Spark Connect as text).
+_JAVA_TRANSIENT = re.compile(
+    r"org\.apache\.kafka\.common\.errors\.(TimeoutException|DisconnectException|"
+    r"NetworkException|NotLeaderOrFollowerException|LeaderNotAvailableException|"
+    r"NotEnoughReplicasException|CoordinatorNotAvailableException): ([^\n]*)"
+)
+
+
+# librdkafka's words for the same.
+_LIBRDKAFKA_TRANSIENT = re.compile(
+    r"Local: (Timed out|Broker transport failure|All broker connections are down)|"
+    r"_TIMED_OUT|_TRANSPORT|_ALL_BROKERS_DOWN|NOT_LEADER|COORDINATOR_NOT_AVAILABLE"
+)
+# The JVM sender's reasons name the exception class without its package.
+_SHORT_TRANSIENT = re.compile(
+    r"^(TimeoutException|DisconnectException|NetworkException|NotLeaderOrFollowerException|"
+    r"LeaderNotAvailableException|CoordinatorNotAvailableException): "
+)
+
+
+def is_transient(reason: str) -> bool:
+    """Whether a Kafka client's failure text means the broker is away for now (retry
+    later), not that the request was refused."""
+    return any(p.search(reason) for p in (_JAVA_TRANSIENT, _LIBRDKAFKA_TRANSIENT, _SHORT_TRANSIENT))
+
+
+def java_outage(settings: KafkaSettings, exc: BaseException) -> Unavailable | None:
+    """An Unavailable error if `exc` (from the JVM) says the broker could not be reached."""
+    found = _JAVA_TRANSIENT.search(str(exc))
+    if found is None:
+        return None
+    return Unavailable(
+        f"Kafka at {settings.describe()} did not answer ({found.group(1)}: "
+        f"{found.group(2).strip()}); nothing was committed"
     )
 
 

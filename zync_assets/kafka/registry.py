@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from zync_assets.errors import ZyncError
+from zync_assets.errors import Unavailable, ZyncError
 from zync_assets.settings import RegistrySettings
 from zync_assets.tls_probe import speaks_tls
 
@@ -58,7 +58,7 @@ class Registry:
                     f"schema registry at {self.settings.url} answers only TLS; "
                     "use https:// in ZYNC_SCHEMA_REGISTRY_URL"
                 ) from exc
-            raise ZyncError(
+            raise Unavailable(
                 f"schema registry unreachable at {self.settings.url} while {what} ({exc}); "
                 "check ZYNC_SCHEMA_REGISTRY_URL or start the local stack with `zync stack up`"
             ) from exc

@@ -87,19 +87,22 @@ def stack_up(
     cdc: CdcPorts | None = None,
     follow: list[Path] | None = None,
     spark_port: int | None = None,
+    secure_registry: bool = False,
 ) -> list[ServiceStatus]:
     """Start Kafka and the registry side by side (with the Spark Connect server and the CDC
     services, if given their ports; then Dagster, if given a port) and wait for them; all
-    or nothing. A service already running is left as it is."""
+    or nothing. A service already running is left as it is. Kafka opens its secured
+    listeners if `ports.secure` names them; the registry serves https with basic auth if
+    `secure_registry`."""
     home = home or state_dir()
-    if ports.secure is not None and cdc is not None:
+    secure = secure_registry
+    if secure and cdc is not None:
         raise ZyncError(
             "--secure with --cdc is not supported yet: the Kafka Connect worker's converters "
             "do not carry the secured registry's credentials; start the CDC stack unsecured"
         )
     try:
         kafka = launch_kafka(home, ports.kafka, ports.kafka_controller, ports.secure)
-        secure = ports.secure is not None
         registry = launch_registry(home, ports.registry, ports.registry_management, secure)
         waits = [("kafka", kafka), ("registry", registry)]
         if spark_port is not None:

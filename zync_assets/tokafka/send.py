@@ -25,7 +25,8 @@ from typing import Protocol
 
 from pyspark.sql import DataFrame
 
-from zync_assets.errors import ConcurrentWriter, ZyncError
+from zync_assets.errors import ConcurrentWriter, Unavailable, ZyncError
+from zync_assets.kafka.clients import is_transient
 from zync_assets.settings import KafkaSettings
 from zync_assets.tokafka.encode import Encoding, Span
 
@@ -84,6 +85,13 @@ def fenced(topic: str) -> ConcurrentWriter:
 
 
 def rolled_back(topic: str, reason: str) -> ZyncError:
+    """The error for a failed transaction: Unavailable if Kafka was away (a continuous
+    to-kafka retries it), else a plain one."""
+    if is_transient(reason):
+        return Unavailable(
+            f"Kafka did not answer while sending to {topic!r} ({reason}); the open "
+            "transaction was rolled back; a new run resumes from the last committed record"
+        )
     return ZyncError(
         f"sending to {topic!r} failed and the batch was rolled back: {reason}; "
         "run again to resume from the last committed record"
@@ -91,7 +99,8 @@ def rolled_back(topic: str, reason: str) -> ZyncError:
 
 
 def cannot_start(kafka: KafkaSettings, topic: str, reason: str) -> ZyncError:
-    return ZyncError(
+    kind = Unavailable if is_transient(reason) else ZyncError
+    return kind(
         f"cannot start a Kafka transaction for topic {topic!r} at {kafka.bootstrap_servers} "
         f"({reason}); check that the broker is up and allows transactions"
     )
