@@ -1,0 +1,258 @@
+"""A soak that reconciles: changes flow for minutes while the pipeline is killed at random.
+
+A producer writes Debezium-shaped changes continuously (creates, updates, deletes with
+tombstones, a poison message now and then, a schema change half-way: bench/soak_source.py)
+while `zync run SPEC --follow` ingests, transforms and sends them; it is killed with
+SIGKILL every 15–45 s and started again at once. At the end the producer stops, one last
+run catches up, and everything is counted:
+
+- every source offset is in the raw pool exactly once (poison ones as dead letters);
+- the output topic holds one record per change (no more, no less), and an upserting
+  sink's table built from it equals the source table.
+
+Throughput (changes produced and records delivered per second) and the pipeline's memory
+are sampled every 5 s and plotted to docs/img/soak.png.
+
+    python -m bench.soak --minutes 10       # the figures in docs/RELIABILITY.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.common import _tree_rss_mib, bench_stack, machine, publish
+from bench.soak_source import SoakSource
+from zync_assets.kafka.consume import Undecodable, consume
+from zync_assets.kafka.offsets import watermarks
+from zync_assets.kafka.registry import Registry
+from zync_assets.settings import KafkaSettings
+
+ZYNC = str(Path(sys.executable).parent / "zync")
+PLOT = Path(__file__).resolve().parent.parent / "docs" / "img" / "soak.png"
+SPEC = """
+inputs:
+  - {{topic: {topic}, pool: SoakRaw}}
+outputs:
+  - {{topic: {topic}_out, pool: SoakStaging}}
+transforms:
+  - {{type: stateless, where: "op IN ('c', 'r', 'u')", in: {topic}, out: {topic}_out,
+     sql: "in.key AS key, in.after AS value"}}
+  - {{type: stateless, where: "op = 'd'", in: {topic}, out: {topic}_out,
+     sql: "in.key AS key, NULL AS value"}}
+"""
+
+
+@dataclass
+class Sample:
+    at: float
+    produced: int
+    delivered: int
+    rss_mib: float
+
+
+@dataclass
+class Soak:
+    kafka: KafkaSettings
+    registry: Registry
+    minutes: float
+    workdir: Path
+    seed: int = 23
+    samples: list[Sample] = field(default_factory=list)
+    kills: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.topic = f"soak_{int(time.time())}"
+        self.spec = self.workdir / "soak.yaml"
+        self.spec.write_text(SPEC.format(topic=self.topic))
+        self.env = {**os.environ, "ZYNC_LAKE": str(self.workdir / "lake")}
+        self.source = SoakSource(self.kafka, self.registry, self.topic, seed=self.seed)
+        self.rng = random.Random(self.seed)
+        self.run: subprocess.Popen | None = None
+        self.started = time.monotonic()
+
+    def _start_pipeline(self, *extra: str) -> subprocess.Popen:
+        command = [ZYNC, "run", str(self.spec), "--follow", "--interval", "0.5s",
+                   "--no-dagster", *extra]  # fmt: skip
+        log = (self.workdir / "pipeline.log").open("a")
+        return subprocess.Popen(command, env=self.env, stdout=log, stderr=log,
+                                start_new_session=True)  # fmt: skip
+
+    def _delivered(self) -> int:
+        marks = watermarks(self.kafka, [f"{self.topic}_out"], missing_ok=True)
+        return sum(p.high for p in marks[f"{self.topic}_out"])
+
+    def _sample(self) -> None:
+        rss = _tree_rss_mib(self.run.pid) if self.run and self.run.poll() is None else 0.0
+        self.samples.append(Sample(time.monotonic() - self.started, self.source.produced,
+                                   self._delivered(), rss))  # fmt: skip
+
+    def flow(self) -> None:
+        """Produce for `minutes`, killing and restarting the pipeline at random."""
+        self.source.start()
+        self.run = self._start_pipeline()
+        end = self.started + self.minutes * 60
+        next_kill = time.monotonic() + self.rng.uniform(15, 45)
+        next_sample = time.monotonic()
+        evolve_at = self.started + self.minutes * 30
+        while time.monotonic() < end:
+            now = time.monotonic()
+            if now >= evolve_at and not self.source.evolved:
+                self.source.evolve()
+            if now >= next_sample:
+                self._sample()
+                next_sample = now + 5
+            if now >= next_kill:
+                os.killpg(self.run.pid, signal.SIGKILL)
+                self.run.wait()
+                self.kills.append(now - self.started)
+                self.run = self._start_pipeline()
+                next_kill = now + self.rng.uniform(15, 45)
+            if self.run.poll() is not None:
+                raise RuntimeError(
+                    f"the pipeline exited by itself: {self.workdir / 'pipeline.log'}"
+                )
+            time.sleep(0.2)
+        self.source.stop()
+
+    def catch_up(self) -> None:
+        """Let the running pipeline take in the rest, then stop it cleanly (SIGTERM: it
+        finishes its commit)."""
+        target = self.source.produced - len(self.source.poison) - self.source.deletes
+        deadline = time.monotonic() + 600
+        while self._delivered() < target and time.monotonic() < deadline:
+            self._sample()
+            time.sleep(5)
+        self.run.send_signal(signal.SIGTERM)
+        self.run.wait(timeout=120)
+        self._sample()
+
+    def reconcile(self) -> dict[str, int]:
+        """Every source offset in the raw pool once; the output one record per change and,
+        folded by key, equal to the source table."""
+        from zync_assets.spark import spark_session
+
+        spark = spark_session("zync-soak-reconcile")
+        raw = spark.read.format("delta").load(str(self.workdir / "lake" / "SoakRaw"))
+        rows = raw.selectExpr("kafka.partition AS p", "kafka.offset AS o",
+                              "dead_letter IS NOT NULL AS dead").collect()  # fmt: skip
+        spark.stop()
+        ends = {p.partition: p.high for p in watermarks(self.kafka, [self.topic])[self.topic]}
+        seen: dict[tuple[int, int], int] = {}
+        for row in rows:
+            seen[(row.p, row.o)] = seen.get((row.p, row.o), 0) + 1
+        expected = {(p, o) for p, end in ends.items() for o in range(end)}
+        dead = {(r.p, r.o) for r in rows if r.dead}
+        table, outputs = self._output_table()
+        changes = self.source.produced - len(self.source.poison) - self.source.deletes
+        return {
+            "records_produced": self.source.produced,
+            "records_reconciled": len(expected & set(seen)),
+            "records_lost": len(expected - set(seen)),
+            "records_duplicated": sum(n - 1 for n in seen.values()),
+            "poison_messages": len(self.source.poison),
+            "poison_not_dead_lettered": len(self.source.poison - dead),
+            "output_records": outputs,
+            "output_records_expected": changes,
+            "table_rows": len(table),
+            "table_rows_differing": _differences(table, self.source.table),
+        }
+
+    def _output_table(self) -> tuple[dict[int, dict], int]:
+        table: dict[int, dict] = {}
+        count = 0
+        for record in consume(self.kafka, self.registry, f"{self.topic}_out",
+                              from_beginning=True, idle_timeout=10):  # fmt: skip
+            if isinstance(record, Undecodable):
+                raise RuntimeError(f"an output record does not decode: {record}")
+            count += 1
+            key = record["key"]["id"]
+            if record["value"] is None:
+                table.pop(key, None)
+            else:
+                table[key] = record["value"]
+        return table, count
+
+
+def _differences(got: dict[int, dict], want: dict[int, dict]) -> int:
+    def normal(row: dict) -> dict:
+        return {k: v for k, v in row.items() if v is not None}
+
+    keys = set(got) | set(want)
+    return sum(1 for k in keys if normal(got.get(k, {})) != normal(want.get(k, {})))
+
+
+def plot(soak: Soak, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    samples = soak.samples
+    times = [s.at / 60 for s in samples]
+
+    def rate(values: list[int]) -> list[float]:
+        out = [0.0]
+        for i in range(1, len(samples)):
+            span = samples[i].at - samples[i - 1].at
+            out.append((values[i] - values[i - 1]) / span if span > 0 else 0.0)
+        return out
+
+    figure, (flow, memory) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    flow.plot(times, rate([s.produced for s in samples]), label="changes produced / s")
+    flow.plot(times, rate([s.delivered for s in samples]), label="records delivered / s")
+    flow.set_ylabel("per second")
+    flow.legend(loc="upper left")
+    memory.plot(times, [s.rss_mib for s in samples], color="tab:purple")
+    memory.set_ylabel("pipeline RSS (MiB)")
+    memory.set_xlabel("minutes")
+    for axis in (flow, memory):
+        for kill in soak.kills:
+            axis.axvline(kill / 60, color="tab:red", alpha=0.3, linewidth=1)
+    flow.set_title(f"soak: {len(soak.kills)} kill -9 (red lines), schema change at half time")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=90)
+
+
+def run_soak(minutes: float, workdir: Path) -> tuple[Soak, dict[str, object]]:
+    with bench_stack() as (kafka, registry):
+        soak = Soak(kafka, registry, minutes, workdir)
+        soak.flow()
+        soak.catch_up()
+        figures: dict[str, object] = dict(soak.reconcile())
+    figures |= {
+        "soak_minutes": minutes,
+        "kills_survived": len(soak.kills),
+        "changes_per_s_produced": round(soak.source.produced / (minutes * 60), 1),
+        "peak_rss_mib": round(max((s.rss_mib for s in soak.samples), default=0.0)),
+    }
+    return soak, figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10.0)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="zync-soak-"))
+    soak, figures = run_soak(args.minutes, workdir)
+    plot(soak, PLOT)
+    rows = "\n".join(f"| {name} | {value} |" for name, value in figures.items())
+    table = (
+        f"\n## Soak ({time.strftime('%Y-%m-%d')}, {machine()})\n\n"
+        f"`python -m bench.soak --minutes {args.minutes:g}`; plot: docs/img/soak.png\n\n"
+        f"| figure | value |\n|---|---:|\n{rows}\n"
+    )
+    publish("soak", table, figures)
+
+
+if __name__ == "__main__":
+    main()
