@@ -7,6 +7,7 @@ SQL of each rule against Spark. Every error names the file (and rule and field).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from zync_assets.codec.formats import AVRO, WireFormat, wire_format
 from zync_assets.errors import ZyncError
 from zync_assets.etl.rules import Rule, parse_rules
 from zync_assets.pools import POOL_NAME
+from zync_assets.spec_yaml import SpecYamlError, read_spec_yaml
 from zync_assets.tables.definition import TableDef, parse_tables
 
 
@@ -69,9 +71,11 @@ def _fail(path: Path, where: str, problem: str) -> SpecError:
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = read_spec_yaml(path)
     except OSError as exc:
         raise SpecError(f"cannot read spec {path}: {exc.strerror}") from exc
+    except SpecYamlError as exc:
+        raise SpecError(f"{path}: {exc}") from exc
     except yaml.YAMLError as exc:
         raise SpecError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
     if not isinstance(data, dict):
@@ -109,6 +113,7 @@ def load_spec(path: str | Path) -> Spec:
 
 
 ROUTE_KEYS = {"topic", "pool", "format", "key-format"}
+TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 def _routes(path: Path, data: dict, section: str, required: bool) -> list[Route]:
@@ -127,8 +132,11 @@ def _routes(path: Path, data: dict, section: str, required: bool) -> list[Route]
                 path, where, "expected {topic: ..., pool: ...} and optionally format, key-format"
             )
         topic, pool = item["topic"], item["pool"]
-        if not isinstance(topic, str) or not topic:
-            raise _fail(path, where, "topic must be a non-empty string")
+        if not isinstance(topic, str) or not TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
+            raise _fail(
+                path, where,
+                f"invalid topic name {topic!r}: Kafka allows 1-249 letters, digits, '.', '_', '-'",
+            )  # fmt: skip
         if not isinstance(pool, str) or not POOL_NAME.match(pool):
             raise _fail(path, where, f"invalid pool name {pool!r} (letters, digits, _ and -)")
         try:

@@ -16,7 +16,7 @@ from zync_assets.cli.status import status
 from zync_assets.cli.tables import table
 from zync_assets.cli.tokafka import to_kafka
 from zync_assets.cli.topics import consume, info, ls, produce
-from zync_assets.errors import ZyncError
+from zync_assets.errors import ZyncError, first_line, storage_failure
 from zync_assets.spark_connect import connect_failure
 
 
@@ -72,8 +72,11 @@ def main(argv: list[str] | None = None) -> None:
         if (lost := connect_failure(exc)) is not None:  # the Spark Connect server went away
             click.echo(f"zync: error: {lost}", err=True)
             sys.exit(1)
+        if (refused := storage_failure(exc)) is not None:  # a full or read-only disk
+            click.echo(f"zync: error: {refused}", err=True)
+            sys.exit(1)
         click.echo(
-            f"zync: internal error: {type(exc).__name__}: {exc} "
+            f"zync: internal error: {type(exc).__name__}: {first_line(exc)} "
             "(set ZYNC_DEBUG=1 for the traceback and please report it)",
             err=True,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 import click
 
@@ -50,9 +50,9 @@ def ls() -> None:
     "--value-schema", type=click.Path(dir_okay=False), help="Avro schema (.avsc) of values."
 )
 @click.option("--partitions", default=1, show_default=True, help="Partitions if it is created.")
-@click.argument("file", type=click.File("r"), default="-")
+@click.argument("file", type=click.File("rb"), default="-")
 def produce(
-    topic: str, key_schema: str | None, value_schema: str | None, partitions: int, file: TextIO
+    topic: str, key_schema: str | None, value_schema: str | None, partitions: int, file: BinaryIO
 ) -> None:
     """Send JSON lines from FILE (or stdin) as Avro messages.
 

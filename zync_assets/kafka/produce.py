@@ -23,6 +23,9 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings
 
 KEY_VALUE_FIELDS = {"key", "value"}
+# librdkafka's and the broker's default largest message (message.max.bytes): checked
+# before anything is sent, so one oversized line cannot leave half a file in the topic.
+MAX_MESSAGE_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -40,27 +43,55 @@ class ProduceResult:
     value_schema_id: int | None
 
 
-def parse_lines(lines: Iterable[str]) -> list[Line]:
-    """JSON lines → (key, value) records; blank lines are skipped.
+def parse_lines(lines: Iterable[str | bytes]) -> list[Line]:
+    """JSON lines (text, or UTF-8 bytes) → (key, value) records; blank lines are skipped.
 
     A line that is an object with only `key` and/or `value` fields sends those;
     any other line is the value itself, with a null key.
     """
     records = []
-    for number, text in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=1):
+        text = _text(number, raw)
         if not text.strip():
             continue
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ZyncError(
-                f"line {number}: not valid JSON ({exc.msg}, column {exc.colno})"
-            ) from exc
+        data = _json(number, text)
         if isinstance(data, dict) and data and set(data) <= KEY_VALUE_FIELDS:
             records.append(Line(number, data.get("key"), data.get("value")))
         else:
             records.append(Line(number, None, data))
     return records
+
+
+def _text(number: int, raw: str | bytes) -> str:
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ZyncError(
+            f"line {number}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+        ) from exc
+
+
+def _json(number: int, text: str) -> Any:
+    """One line's JSON; a key given twice in an object is refused, not silently dropped."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in found:
+                raise ZyncError(f"line {number}: key {key!r} is given twice in one object")
+            found[key] = value
+        return found
+
+    try:
+        return json.loads(text, object_pairs_hook=unique)
+    except json.JSONDecodeError as exc:
+        raise ZyncError(f"line {number}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise ZyncError(f"line {number}: nested too deeply to read") from exc
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ZyncError(f"line {number}: {str(exc).split(';')[0]}") from exc
 
 
 def _schema_for(topic: str, part: str, lines: list[Line], given: Any) -> Any:
@@ -98,7 +129,15 @@ def encode_lines(
 ) -> tuple[list[tuple[bytes | None, bytes | None]], _Encoder, _Encoder]:
     keys = _Encoder(registry, f"{topic}-key", _schema_for(topic, "key", lines, key_schema))
     values = _Encoder(registry, f"{topic}-value", _schema_for(topic, "value", lines, value_schema))
-    return [(keys.encode(ln, "key"), values.encode(ln, "value")) for ln in lines], keys, values
+    messages = [(keys.encode(ln, "key"), values.encode(ln, "value")) for ln in lines]
+    for line, (key, value) in zip(lines, messages, strict=True):
+        size = len(key or b"") + len(value or b"")
+        if size > MAX_MESSAGE_BYTES:
+            raise ZyncError(
+                f"line {line.number}: its message is {size:,} bytes, over Kafka's default "
+                f"limit of {MAX_MESSAGE_BYTES:,} (message.max.bytes); nothing was sent"
+            )
+    return messages, keys, values
 
 
 def produce(
