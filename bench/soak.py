@@ -77,6 +77,7 @@ class Soak:
         self.source = SoakSource(self.kafka, self.registry, self.topic, seed=self.seed)
         self.rng = random.Random(self.seed)
         self.run: subprocess.Popen | None = None
+        self.catch_up_s = 0.0
         self.started = time.monotonic()
 
     def _start_pipeline(self, *extra: str) -> subprocess.Popen:
@@ -127,10 +128,12 @@ class Soak:
         """Let the running pipeline take in the rest, then stop it cleanly (SIGTERM: it
         finishes its commit)."""
         target = self.source.produced - len(self.source.poison) - self.source.deletes
-        deadline = time.monotonic() + 600
+        started = time.monotonic()
+        deadline = started + 600
         while self._delivered() < target and time.monotonic() < deadline:
             self._sample()
             time.sleep(5)
+        self.catch_up_s = time.monotonic() - started
         self.run.send_signal(signal.SIGTERM)
         self.run.wait(timeout=120)
         self._sample()
@@ -232,6 +235,7 @@ def run_soak(minutes: float, workdir: Path) -> tuple[Soak, dict[str, object]]:
     figures |= {
         "soak_minutes": minutes,
         "kills_survived": len(soak.kills),
+        "catch_up_s_after_last_kill": round(soak.catch_up_s),
         "changes_per_s_produced": round(soak.source.produced / (minutes * 60), 1),
         "peak_rss_mib": round(max((s.rss_mib for s in soak.samples), default=0.0)),
     }

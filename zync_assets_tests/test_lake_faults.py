@@ -38,14 +38,14 @@ def fill(folder: Path) -> Path:
     """Write a file until the disk is full; returns it (delete it to free the space)."""
     filler = folder / "filler"
     block = b"\0" * (1 << 20)
-    with filler.open("wb") as out:
+    with filler.open("wb", buffering=0) as out:
         try:
             while True:
                 out.write(block)
                 out.flush()
         except OSError:
             pass
-    with filler.open("ab") as out:  # and the last partial block
+    with filler.open("ab", buffering=0) as out:  # and the last partial block
         try:
             while True:
                 out.write(b"\0" * 4096)
