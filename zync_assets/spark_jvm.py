@@ -50,3 +50,38 @@ def forward_lines(source: IO[bytes], fd: int, drop_noise: bool) -> None:
             os.write(fd, line)
         except OSError:
             return
+
+
+def jvm_lost(exc: BaseException) -> str | None:
+    """One line for a local Spark whose driver JVM died mid-pass (killed, out of memory),
+    if `exc` says so. Every commit is atomic: the pools are as their last commit left them."""
+    from py4j.protocol import Py4JError, Py4JJavaError
+
+    # A Py4JJavaError carries a Java exception: the JVM is alive. Any other Py4JError is
+    # py4j losing its connection; so is an OSError from connecting to the gateway again.
+    gone = isinstance(exc, Py4JError) and not isinstance(exc, Py4JJavaError)
+    gone = gone or (isinstance(exc, ConnectionError) and _raised_in_py4j(exc))
+    if not gone:
+        return None
+    return (
+        "Spark's driver JVM stopped during the pass (killed, or out of memory: raise "
+        "spark.driver.memory in resources/spark.conf if it recurs); every pool is as its "
+        "last whole commit left it: run again"
+    )
+
+
+def _raised_in_py4j(exc: BaseException) -> bool:
+    frame = exc.__traceback__
+    while frame is not None:
+        if "py4j" in frame.tb_frame.f_code.co_filename:
+            return True
+        frame = frame.tb_next
+    return False
+
+
+class QuietPy4J:
+    """A logging filter that drops py4j's own error records (a traceback per failed call
+    once the JVM is gone); zync reports the failure in one line. `zync -v` keeps them."""
+
+    def filter(self, record) -> bool:
+        return "py4j" not in record.pathname

@@ -71,3 +71,39 @@ def test_ctrl_c_finishes_the_current_commit_and_exits_cleanly(
     code = proc.wait(timeout=120)
     assert code == 0, proc.stderr.read() if proc.stderr else ""
     assert pool_offsets(spark, lake, "Stop") == list(range(20_000))
+
+
+def _driver_jvm(pid: int) -> int:
+    """The pid of the local Spark driver JVM that zync process `pid` started."""
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    for child in children.stdout.split():
+        if "java" in Path(f"/proc/{child}/cmdline").read_text():
+            return int(child)
+    raise AssertionError(f"zync {pid} has no Spark JVM child")
+
+
+def test_the_spark_jvm_killed_mid_pass_is_one_line_and_resume_loses_nothing(
+    spark, stack: Stack, topic: str, tmp_path: Path
+) -> None:
+    """Not zync's process: only its JVM dies (the kernel's OOM killer picks the largest)."""
+    count = 30_000
+    produce_many(stack, topic, count)
+    lake = tmp_path / "lake"
+    env = stack.env(ZYNC_LAKE=str(lake))
+    command = [ZYNC, "from-kafka", "--topic", topic, "--pool", "JvmKill",
+               "--max-records", "2000", "--interval", "0s", "--exit-after", "2s"]  # fmt: skip
+    rng = random.Random(5)
+    for _ in range(2):
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        assert proc.stdout is not None
+        proc.stdout.readline()  # a commit is in: the JVM is busy with the next
+        time.sleep(rng.uniform(0, 2))
+        os.kill(_driver_jvm(proc.pid), signal.SIGKILL)
+        _out, err = proc.communicate(timeout=120)
+        lines = [line for line in err.splitlines() if not line.startswith("spark ready")]
+        assert proc.returncode == 1, err
+        assert len(lines) == 1 and "Spark's driver JVM stopped during the pass" in lines[0], err
+    done = run_zync(*command[1:], env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert pool_offsets(spark, lake, "JvmKill") == list(range(count))

@@ -11,6 +11,8 @@ wrong CA, plaintext against TLS, no client certificate — is one line naming th
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -270,3 +272,26 @@ def spark_ui_pages(port: int, process: subprocess.Popen) -> list[str]:
         raise AssertionError(f"Spark's UI never showed a query: {process.communicate()}")
     api = f"/api/v1/applications/{app}"
     return [sql, get(f"{api}/environment"), get(f"{api}/jobs"), get("/environment/")]
+
+
+def test_the_stacks_client_settings_work_from_resources_files(
+    secured: Stack, topic: str, tmp_path: Path
+) -> None:
+    """What `zync stack up --secure` writes, copied to resources/ as its output says, is
+    all a user needs: no ZYNC_KAFKA_* or ZYNC_SCHEMA_REGISTRY_* variable set."""
+    credentials = local_credentials(secured.home)
+    registry = secured.registry_settings
+    resources = tmp_path / "resources"
+    resources.mkdir()
+    mtls = credentials.mtls_client_settings(secured.mtls().bootstrap_servers)
+    (resources / "kafka.json").write_text(json.dumps(mtls))
+    (resources / "schema_registry.json").write_text(json.dumps(
+        {"url": registry.url, "user": registry.user, "password": registry.password,
+         "ca_cert_file": registry.ca}))  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZYNC_KAFKA", "ZYNC_SCHEMA"))}
+    line = '{"key": {"id": 1}, "value": {"id": 1}}\n'
+    produced = run_zync("produce", "-t", topic, env=env, stdin=line, cwd=tmp_path)
+    assert produced.returncode == 0, produced.stderr
+    consumed = run_zync("consume", "-t", topic, "--from-beginning", "--exit-after", "2s",
+                        env=env, cwd=tmp_path)  # fmt: skip
+    assert consumed.returncode == 0 and '"id": 1' in consumed.stdout, consumed.stderr

@@ -18,6 +18,7 @@ from zync_assets.cli.tokafka import to_kafka
 from zync_assets.cli.topics import consume, info, ls, produce
 from zync_assets.errors import ZyncError, first_line, storage_failure
 from zync_assets.spark_connect import connect_failure
+from zync_assets.spark_jvm import QuietPy4J, jvm_lost
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,6 +31,9 @@ def zync(verbose: bool) -> None:
         level=logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if not verbose:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(QuietPy4J())
 
 
 for command in (
@@ -71,6 +75,9 @@ def main(argv: list[str] | None = None) -> None:
             raise
         if (lost := connect_failure(exc)) is not None:  # the Spark Connect server went away
             click.echo(f"zync: error: {lost}", err=True)
+            sys.exit(1)
+        if (died := jvm_lost(exc)) is not None:  # a local Spark's JVM was killed
+            click.echo(f"zync: error: {died}", err=True)
             sys.exit(1)
         if (refused := storage_failure(exc)) is not None:  # a full or read-only disk
             click.echo(f"zync: error: {refused}", err=True)
