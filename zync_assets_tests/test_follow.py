@@ -8,7 +8,7 @@ import pytest
 from zync_assets import follow as follow_module
 from zync_assets.errors import Unavailable, ZyncError
 from zync_assets.follow import follow
-from zync_assets.kafka.clients import is_transient
+from zync_assets.kafka.failures import is_transient
 
 
 @pytest.fixture(autouse=True)

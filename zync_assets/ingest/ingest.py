@@ -29,7 +29,7 @@ from zync_assets.ingest.progress import Progress, app_id, commit_metadata, read_
 from zync_assets.ingest.ranges import OffsetRange, Offsets, advance, plan_ranges
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.ingest.source import read_ranges
-from zync_assets.kafka.clients import java_outage
+from zync_assets.kafka.failures import java_outage
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import check_pool_name, pool_path

@@ -26,7 +26,7 @@ from typing import Protocol
 from pyspark.sql import DataFrame
 
 from zync_assets.errors import ConcurrentWriter, Unavailable, ZyncError
-from zync_assets.kafka.clients import is_transient
+from zync_assets.kafka.failures import is_transient
 from zync_assets.settings import KafkaSettings
 from zync_assets.tokafka.encode import Encoding, Span
 
