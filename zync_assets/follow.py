@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from zync_assets.errors import Unavailable, ZyncError
+from zync_assets.errors import Unavailable
+from zync_assets.settings import outage_retry_seconds
 
 R = TypeVar("R")
 
-DEFAULT_OUTAGE_RETRY = "5m"
 RETRY_PAUSE_S = 5.0
-
-
-def outage_retry_seconds() -> float:
-    """How long a continuous mode keeps retrying a Kafka or registry outage
-    (`ZYNC_OUTAGE_RETRY`, e.g. 30s, 10m; 0 fails at once)."""
-    from zync_assets.timeparse import parse_duration
-
-    text = os.environ.get("ZYNC_OUTAGE_RETRY", DEFAULT_OUTAGE_RETRY)
-    try:
-        return parse_duration(text)
-    except ZyncError as exc:
-        raise ZyncError(f"ZYNC_OUTAGE_RETRY: {exc}") from exc
 
 
 def _warn(message: str) -> None:

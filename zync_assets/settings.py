@@ -203,6 +203,21 @@ def sensor_interval_seconds(env: Mapping[str, str] | None = None) -> int:
     return int(seconds)
 
 
+DEFAULT_OUTAGE_RETRY = "5m"
+
+
+def outage_retry_seconds(env: Mapping[str, str] | None = None) -> float:
+    """How long a continuous command keeps retrying an unavailable Kafka or registry
+    (`ZYNC_OUTAGE_RETRY`, e.g. 30s, 10m; 0 fails at once)."""
+    from zync_assets.timeparse import parse_duration
+
+    text = (os.environ if env is None else env).get("ZYNC_OUTAGE_RETRY", DEFAULT_OUTAGE_RETRY)
+    try:
+        return parse_duration(text)
+    except ZyncError as exc:
+        raise ZyncError(f"ZYNC_OUTAGE_RETRY: {exc}") from exc
+
+
 def spark_master(env: Mapping[str, str] | None = None) -> str:
     """`ZYNC_SPARK_MASTER`: a Spark master URL, or `sc://host:port` for a Spark Connect
     server; `local[*]` (a JVM in this process) by default."""

@@ -88,3 +88,12 @@ def test_the_sensor_interval_reads_durations_and_refuses_nonsense() -> None:
         sensor_interval_seconds({"ZYNC_SENSOR_INTERVAL": "often"})
     with pytest.raises(ZyncError, match="at least 1s"):
         sensor_interval_seconds({"ZYNC_SENSOR_INTERVAL": "200ms"})
+
+
+def test_outage_retry_defaults_to_five_minutes_and_refuses_nonsense() -> None:
+    from zync_assets.settings import outage_retry_seconds
+
+    assert outage_retry_seconds({}) == 300
+    assert outage_retry_seconds({"ZYNC_OUTAGE_RETRY": "0"}) == 0
+    with pytest.raises(ZyncError, match="ZYNC_OUTAGE_RETRY"):
+        outage_retry_seconds({"ZYNC_OUTAGE_RETRY": "soon"})
