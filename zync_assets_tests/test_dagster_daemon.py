@@ -256,3 +256,49 @@ def test_every_service_of_the_stack_listens_on_loopback_only(
         assert ports, f"{name} listens on nothing?"
         exposed = [(address, port) for address, port in ports if not is_loopback(address)]
         assert not exposed, f"{name} listens beyond loopback: {exposed}"
+
+
+def test_a_killed_run_worker_does_not_stop_its_pool(stack: Stack, first_batch: DagsterUI) -> None:
+    """kill -9 of a run's worker (what the OOM killer does) leaves the run STARTED in
+    Dagster for ever; the pool's sensor marks it failed and the next run carries the
+    batch: the sink ends up exactly as the demo's."""
+    import signal
+
+    from zync_assets.orchestration.orphans import worker_pid
+    from zync_assets.orchestration.raw import POOL_TAG
+    from zync_assets_tests.conftest import DEMO_TABLES
+
+    ui = first_batch
+    instance = ui.instance
+    wait_until("runs still active", lambda: not instance.get_runs(RunsFilter(statuses=ACTIVE_RUN_STATUSES)),
+               ui, FLOW_TIMEOUT_S)  # fmt: skip
+    produce_batch(2, stack.kafka, Registry(stack.registry_settings))
+    killed: list[str] = []
+
+    def kill_a_worker() -> bool:
+        for run in instance.get_runs(RunsFilter(tags={POOL_TAG: "Raw"},
+                                                statuses=ACTIVE_RUN_STATUSES)):  # fmt: skip
+            if (pid := worker_pid(instance, run.run_id)) is not None:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(run.run_id)
+                return True
+        return False
+
+    deadline = time.monotonic() + FLOW_TIMEOUT_S
+    while not kill_a_worker():
+        assert time.monotonic() < deadline, "no run started for batch 2"
+        time.sleep(0.05)
+    wait_until("the killed run is marked failed",
+               lambda: instance.get_run_by_id(killed[0]).status == DagsterRunStatus.FAILURE,
+               ui, 120)  # fmt: skip
+    from dagster import DagsterEventType
+
+    (failure,) = instance.all_logs(killed[0], of_type=DagsterEventType.RUN_FAILURE)
+    assert "run worker (pid" in (failure.message or ""), failure.message
+
+    def sink() -> dict:
+        table = rebuild_table(read_topic(stack, "NewInvoices"), "ID")
+        return {k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()}
+
+    wait_until("batch 2 in NewInvoices after the kill", lambda: sink() == DEMO_TABLES[2],
+               ui, FLOW_TIMEOUT_S)  # fmt: skip
