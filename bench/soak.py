@@ -143,11 +143,11 @@ class Soak:
         folded by key, equal to the source table."""
         from zync_assets.spark import spark_session
 
+        # The process's session (a test's shared one too): not stopped here.
         spark = spark_session("zync-soak-reconcile")
         raw = spark.read.format("delta").load(str(self.workdir / "lake" / "SoakRaw"))
         rows = raw.selectExpr("kafka.partition AS p", "kafka.offset AS o",
                               "dead_letter IS NOT NULL AS dead").collect()  # fmt: skip
-        spark.stop()
         ends = {p.partition: p.high for p in watermarks(self.kafka, [self.topic])[self.topic]}
         seen: dict[tuple[int, int], int] = {}
         for row in rows:
