@@ -39,7 +39,6 @@ from zync_assets.ingest.ranges import (
 )
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.lease import pipeline_feeding
-from zync_assets.orchestration.orphans import fail_orphaned_runs
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
 from zync_assets.status import dead_letter_count
 
@@ -190,12 +189,9 @@ def raw_pool_sensor(
     )
     def kafka_sensor(context: SensorEvaluationContext):
         active = context.instance.get_run_records(
-            RunsFilter(tags={POOL_TAG: pool}, statuses=ACTIVE_RUN_STATUSES), limit=5
+            RunsFilter(tags={POOL_TAG: pool}, statuses=ACTIVE_RUN_STATUSES), limit=1
         )
-        orphaned = fail_orphaned_runs(context.instance, active)
-        if orphaned:
-            context.log.warning(f"runs {orphaned} of pool {pool}: their workers are gone")
-        if len(active) > len(orphaned):
+        if active:
             return SkipReason(f"a run for pool {pool} is already in progress")
         if (feeder := pipeline_feeding(pool)) is not None:
             return SkipReason(
