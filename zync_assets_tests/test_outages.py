@@ -11,6 +11,8 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,16 @@ class Lines:
         return code
 
 
+@contextmanager
+def down(stop: Callable[[], None], start_again: Callable[[], None]) -> Iterator[None]:
+    """A service stopped for the block's length, then started again (even on failure)."""
+    stop()
+    try:
+        yield
+    finally:
+        start_again()
+
+
 def start(command: list[str], env: dict[str, str]) -> Lines:
     process = subprocess.Popen(
         command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -83,11 +95,8 @@ def test_a_continuous_ingest_rides_out_a_broker_restart(
                "--interval", "0.5s", "--exit-after", "5s"]  # fmt: skip
     run = start(command, stack.env())
     run.wait_for("run 1:")  # a commit is in; then the broker goes away mid-stream
-    try:
-        stack.stop_kafka()
+    with down(stack.stop_kafka, stack.start_kafka):
         run.wait_for("retrying in")
-    finally:
-        stack.start_kafka()
     assert_rode_it_out(run, "Kafka")
     assert any("run 2" in line for line in run.out), "the outage came after the last commit"
     assert pool_offsets(spark, lake, "Outage") == list(range(count))
@@ -100,12 +109,10 @@ def test_a_continuous_ingest_rides_out_a_registry_restart(
     produce_many(stack, topic, count)
     command = [ZYNC, "from-kafka", "-t", topic, "-p", "RegOutage", "--max-records", "2000",
                "--interval", "0.5s", "--exit-after", "5s"]  # fmt: skip
-    stack.stop_registry()  # a process looks each schema up once: gone before the first
-    try:
+    # A process looks each schema up once: the registry is gone before the first lookup.
+    with down(stack.stop_registry, stack.start_registry):
         run = start(command, stack.env())
         run.wait_for("retrying in")
-    finally:
-        stack.start_registry()
     assert_rode_it_out(run, "schema registry")
     assert pool_offsets(spark, lake, "RegOutage") == list(range(count))
 
@@ -123,11 +130,8 @@ def test_a_continuous_to_kafka_rides_out_a_broker_restart_mid_send(
     while _high_water(stack, topic) < 2 * size:  # a couple of transactions are in
         assert run.process.poll() is None and time.monotonic() < deadline, run.err
         time.sleep(0.05)
-    try:
-        stack.stop_kafka()
+    with down(stack.stop_kafka, stack.start_kafka):
         run.wait_for("retrying in")
-    finally:
-        stack.start_kafka()
     assert_rode_it_out(run, "Kafka")
     records = read_topic(stack, topic)  # read_committed: an aborted transaction is hidden
     assert [r.key["ID"] for r in records] == list(range(count))  # the key is the offset
@@ -141,11 +145,8 @@ def test_a_continuous_to_kafka_rides_out_a_registry_outage(
     ensure_topic(stack.kafka, topic)
     command = [ZYNC, "to-kafka", "--pool", "RegSendOutage", "--follow", "--interval", "0.5s",
                "--exit-after", "5s"]  # fmt: skip
-    stack.stop_registry()  # its schemas are registered at the start of a pass
-    try:
+    with down(stack.stop_registry, stack.start_registry):  # schemas register as a pass starts
         run = start(command, stack.env())
         run.wait_for("retrying in")
-    finally:
-        stack.start_registry()
     assert_rode_it_out(run, "schema registry")
     assert [r.key["ID"] for r in read_topic(stack, topic)] == list(range(count))
