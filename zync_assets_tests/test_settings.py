@@ -97,3 +97,18 @@ def test_outage_retry_defaults_to_five_minutes_and_refuses_nonsense() -> None:
     assert outage_retry_seconds({"ZYNC_OUTAGE_RETRY": "0"}) == 0
     with pytest.raises(ZyncError, match="ZYNC_OUTAGE_RETRY"):
         outage_retry_seconds({"ZYNC_OUTAGE_RETRY": "soon"})
+
+
+def test_the_variables_written_for_a_child_process_read_back_as_the_same_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kafka_env/registry_env name the variables a second time (the stack hands them to
+    Dagster and the pipeline service): a round trip keeps the two lists in step."""
+    from zync_assets.settings import KafkaSettings, RegistrySettings, kafka_env, registry_env
+
+    monkeypatch.chdir(tmp_path)  # no resources/*.json to mix in
+    monkeypatch.setenv("HOME", str(tmp_path))
+    kafka = KafkaSettings("b:9094", "SASL_SSL", "SCRAM-SHA-512", "u", "p", "/ca", "/c", "/k")
+    registry = RegistrySettings("https://r/apis/ccompat/v7", "u", "p", "/ca")
+    assert kafka_settings(kafka_env(kafka)) == kafka
+    assert registry_settings(registry_env(registry)) == registry
