@@ -185,6 +185,28 @@ def spark_server(stack: Stack) -> str:
     return spark_url(port)  # the stack fixture's stack_down stops it with the rest
 
 
+@dataclass(frozen=True)
+class Cluster:
+    """The session's Spark standalone cluster: a master and two one-core workers."""
+
+    url: str
+    ui_port: int
+    state: Path
+    workers: int
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(stack: Stack) -> Cluster:
+    """A Spark standalone cluster (master + 2 workers of one core each) from PySpark's own
+    distribution, as `zync stack up --spark-workers 2` starts it (started by the first test
+    that needs it; the stack fixture's stack_down stops it with the rest)."""
+    from zync_assets.stack.spark_cluster import ClusterPorts, launch_cluster, master_url
+
+    ports = ClusterPorts(free_port(), free_port(), (free_port(), free_port()))
+    launch_cluster(stack.home, ports)()
+    return Cluster(master_url(ports.master), ports.master_ui, stack.home, 2)
+
+
 @pytest.fixture
 def topic(request: pytest.FixtureRequest) -> str:
     """A topic name no other test uses."""
@@ -359,3 +381,18 @@ def rebuild_table(records: list[Received], key_field: str) -> dict[object, dict]
     from zync_assets.demo.sink import upsert_by_key
 
     return upsert_by_key(((r.key, r.value) for r in records), key_field)
+
+
+def stateless_spec(path: Path, topic: str, raw: str, staging: str, rule: str) -> Path:
+    """A one-rule spec: `topic` into pool `raw`, mapped by `rule` to `<topic>_out` in `staging`."""
+    path.write_text(
+        f"""
+inputs:
+  - {{topic: {topic}, pool: {raw}}}
+outputs:
+  - {{topic: {topic}_out, pool: {staging}}}
+transforms:
+  - {{type: stateless, in: {topic}, out: {topic}_out, {rule}}}
+"""
+    )
+    return path

@@ -14,7 +14,7 @@ from zync_assets.definitions import build_definitions
 from zync_assets.orchestration.raw import PROGRESS_KEY, raw_key
 from zync_assets.orchestration.resources import KafkaResource
 from zync_assets.spec import load_spec
-from zync_assets_tests.conftest import Stack, produce_json, read_topic
+from zync_assets_tests.conftest import Stack, produce_json, read_topic, stateless_spec
 
 pytestmark = pytest.mark.integration
 
@@ -22,21 +22,6 @@ pytestmark = pytest.mark.integration
 def spec_for(tmp_path: Path, topic: str, pool: str) -> Path:
     path = tmp_path / "spec.yaml"
     path.write_text(f"inputs:\n  - {{topic: {topic}, pool: {pool}}}\n")
-    return path
-
-
-def stateless_spec(path: Path, topic: str, raw: str, staging: str, rule: str) -> Path:
-    """A one-rule spec: `topic` into pool `raw`, mapped by `rule` to `<topic>_out` in `staging`."""
-    path.write_text(
-        f"""
-inputs:
-  - {{topic: {topic}, pool: {raw}}}
-outputs:
-  - {{topic: {topic}_out, pool: {staging}}}
-transforms:
-  - {{type: stateless, in: {topic}, out: {topic}_out, {rule}}}
-"""
-    )
     return path
 
 

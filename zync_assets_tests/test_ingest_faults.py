@@ -16,20 +16,27 @@ from zync_assets_tests.conftest import ZYNC, Stack, pool_offsets, produce_many, 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
+@pytest.mark.parametrize("where", ["local", "cluster"])
 def test_kill_9_at_random_points_then_resume_loses_and_doubles_nothing(
-    spark, stack: Stack, topic: str, tmp_path: Path
+    spark, stack: Stack, topic: str, tmp_path: Path, where: str, request: pytest.FixtureRequest
 ) -> None:
+    """The driver killed (on a cluster, its executors die with it: the master sees the
+    application end)."""
     count = 100_000
     produce_many(stack, topic, count, every_bad=997)  # dead letters take part too
     lake = tmp_path / "lake"
     env = stack.env(ZYNC_LAKE=str(lake))
+    # JVM start takes ~7s locally, ~12s with a cluster's executors: kills land during work.
+    kills, window = (5, (9, 14)) if where == "local" else (3, (14, 22))
+    if where == "cluster":
+        env["ZYNC_SPARK_MASTER"] = request.getfixturevalue("spark_cluster").url
     command = [ZYNC, "from-kafka", "--topic", topic, "--pool", "Crash",
                "--max-records", "15000", "--interval", "0s", "--exit-after", "1s"]  # fmt: skip
     rng = random.Random(7)
-    for _ in range(5):
+    for _ in range(kills):
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)  # fmt: skip
-        time.sleep(rng.uniform(9, 14))  # JVM start takes ~7s: kills land during work
+        time.sleep(rng.uniform(*window))
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     done = run_zync(*command[1:], env=env, timeout=600)

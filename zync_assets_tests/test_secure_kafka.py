@@ -31,8 +31,9 @@ from zync_assets_tests.conftest import (
     produce_json,
     read_topic,
     run_zync,
+    stateless_spec,
 )
-from zync_assets_tests.test_dagster import evaluate, stateless_spec
+from zync_assets_tests.test_dagster import evaluate
 
 pytestmark = pytest.mark.integration
 

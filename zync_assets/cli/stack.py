@@ -21,6 +21,7 @@ from zync_assets.stack.services import (
     stack_status,
     stack_up,
 )
+from zync_assets.stack.spark_cluster import ClusterPorts, master_url
 from zync_assets.stack.spark_server import spark_url
 
 
@@ -68,6 +69,16 @@ def stack() -> None:
     is_flag=True,
     help="Start no Spark Connect server: each run starts a local Spark.",
 )
+@click.option(
+    "--spark-workers", default=0, show_default=True, type=click.IntRange(0, 8),
+    help="Also start a Spark standalone cluster: a master and this many one-core workers, "
+    "from PySpark's distribution (point commands at it with ZYNC_SPARK_MASTER).",
+)  # fmt: skip
+@click.option("--spark-master-port", default=ClusterPorts.master, show_default=True,
+              help="The cluster master's port; its web UI is on --spark-master-ui-port, "
+              "the workers on the ports after it.")  # fmt: skip
+@click.option("--spark-master-ui-port", default=ClusterPorts.master_ui, show_default=True,
+              help="The cluster master's web UI port.")  # fmt: skip
 @click.option("--follow", "follow", multiple=True, type=click.Path(dir_okay=False, exists=True),
               help="Also run `zync run SPEC --follow` as a service: the continuous pipeline "
               "of this spec (repeatable).")  # fmt: skip
@@ -85,6 +96,9 @@ def up(
     connect_port: int,
     spark_port: int,
     without_spark: bool,
+    spark_workers: int,
+    spark_master_port: int,
+    spark_master_ui_port: int,
     follow: tuple[str, ...],
 ) -> None:
     """Start Kafka, the registry and a Spark Connect server on 127.0.0.1 (and the CDC
@@ -96,16 +110,21 @@ def up(
     dagster = dagster_port if with_dagster else None
     specs = [Path(path) for path in follow]
     spark = None if without_spark else spark_port
+    workers = tuple(spark_master_port + n for n in range(1, spark_workers + 1))
+    cluster = ClusterPorts(spark_master_port, spark_master_ui_port, workers) if workers else None
     statuses = stack_up(
         ports, dagster_port=dagster, cdc=cdc, follow=specs, spark_port=spark,
-        secure_registry=with_secure,
+        secure_registry=with_secure, cluster=cluster,
     )  # fmt: skip
     for status in statuses:
         click.echo(status.line())
     if secure is not None:
         _echo_secure_listeners(ports, secure)
     click.echo(f"stack is up ({time.monotonic() - started:.1f}s)")
-    if spark is not None and not os.environ.get("ZYNC_SPARK_MASTER"):
+    if cluster is not None:
+        click.echo(f"zync commands run on the cluster with: export ZYNC_SPARK_MASTER="
+                   f"{master_url(cluster.master)}")  # fmt: skip
+    elif spark is not None and not os.environ.get("ZYNC_SPARK_MASTER"):
         click.echo(
             f"zync commands share its Spark with: export ZYNC_SPARK_MASTER={spark_url(spark)}"
         )

@@ -23,6 +23,12 @@ from zync_assets.stack.registry import (
     registry_url,
     secured_registry_settings,
 )
+from zync_assets.stack.spark_cluster import (
+    ClusterPorts,
+    cluster_services,
+    launch_cluster,
+    master_url,
+)
 from zync_assets.stack.spark_server import launch_spark_server, spark_service, spark_url
 
 
@@ -74,6 +80,7 @@ class ServiceStatus:
             "connect": connect.connect_url(self.running.port),
             "pipeline": "zync run --follow",
             "spark": spark_url(self.running.port),
+            "spark-master": master_url(self.running.port),
         }.get(self.name, f"127.0.0.1:{self.running.port}")
         return (
             f"{self.name:12} running  pid {self.running.pid:<7} {address}  log {self.running.log}"
@@ -88,9 +95,11 @@ def stack_up(
     follow: list[Path] | None = None,
     spark_port: int | None = None,
     secure_registry: bool = False,
+    cluster: ClusterPorts | None = None,
 ) -> list[ServiceStatus]:
-    """Start Kafka and the registry side by side (with the Spark Connect server and the CDC
-    services, if given their ports; then Dagster, if given a port) and wait for them; all
+    """Start Kafka and the registry side by side (with the Spark Connect server, a Spark
+    standalone cluster and the CDC services, if given their ports; then Dagster, if given a
+    port) and wait for them; all
     or nothing. A service already running is left as it is. Kafka opens its secured
     listeners if `ports.secure` names them; the registry serves https with basic auth if
     `secure_registry`."""
@@ -109,6 +118,8 @@ def stack_up(
             waits.append(("spark", launch_spark_server(home, spark_port)))
         statuses = [ServiceStatus(name, wait(), name == "registry" and secure)
                     for name, wait in waits]  # fmt: skip
+        if cluster is not None:
+            statuses += _cluster_statuses(launch_cluster(home, cluster)())
         if cdc is not None:  # the worker needs Kafka up
             statuses += cdc_up(home, cdc, f"127.0.0.1:{ports.kafka}")
         # The stack's own services use Kafka's PLAINTEXT listener on loopback, and the
@@ -131,6 +142,11 @@ def stack_up(
     except ZyncError:
         stack_down(home)
         raise
+
+
+def _cluster_statuses(started: list[Running]) -> list[ServiceStatus]:
+    names = ["spark-master"] + [f"spark-worker-{n}" for n in range(1, len(started))]
+    return [ServiceStatus(name, running) for name, running in zip(names, started, strict=True)]
 
 
 def _pools_of(specs: list[Path]) -> list[str]:
@@ -162,7 +178,7 @@ def _all_services(home: Path) -> list[Service]:
     cdc = _cdc_services(home)
     return [
         pipeline_service(home), dagster_service(home), spark_service(home),
-        cdc[-1], *cdc[:-1], *_services(home),
+        *cluster_services(home), cdc[-1], *cdc[:-1], *_services(home),
     ]  # fmt: skip
 
 
@@ -179,7 +195,9 @@ def stack_status(home: Path | None = None) -> list[ServiceStatus]:
     """Every service, in the order they start: Kafka, the registry, Spark, the CDC services,
     Dagster, the pipeline."""
     home = home or state_dir()
-    services = [*_services(home), spark_service(home), *_cdc_services(home)]
+    workers = [s for s in cluster_services(home)[:-1] if s.running() is not None]
+    cluster = [cluster_services(home)[-1], *reversed(workers)]
+    services = [*_services(home), spark_service(home), *cluster, *_cdc_services(home)]
     services.append(dagster_service(home))
     services.append(pipeline_service(home))
     return [ServiceStatus(s.name, s.running(), s.name == "registry" and is_secured(home))

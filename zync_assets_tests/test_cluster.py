@@ -1,0 +1,140 @@
+"""The pipeline on a Spark standalone cluster (`ZYNC_SPARK_MASTER=spark://…`): a master and
+two one-core workers started from PySpark's distribution. Each `zync` command is the
+driver; the workers' executors decode, transform, encode and write. Results must be what
+local mode gives: zync's exact invoice table, every offset once, every output once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from zync_assets.kafka.registry import Registry
+from zync_assets_tests.conftest import (
+    DEMO_TABLES,
+    ZYNC,
+    Cluster,
+    Stack,
+    pool_offsets,
+    produce_many,
+    read_topic,
+    rebuild_table,
+    run_zync,
+    stateless_spec,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+INVOICES = Path(__file__).parent.parent / "etl_specs" / "invoices.yaml"
+
+
+def on_cluster(stack: Stack, cluster: Cluster, lake: Path) -> dict[str, str]:
+    return stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=cluster.url)
+
+
+def zync_ok(*args: str, env: dict[str, str], timeout: float = 600) -> str:
+    done = run_zync(*args, env=env, timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "WARN" not in done.stderr, done.stderr
+    return done.stdout
+
+
+def master_state(cluster: Cluster) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.ui_port}/json/", timeout=5) as answer:
+        return json.load(answer)
+
+
+def apps_run(cluster: Cluster) -> set[str]:
+    state = master_state(cluster)
+    return {app["id"] for app in state["activeapps"] + state["completedapps"]}
+
+
+def test_the_invoice_demo_on_the_cluster_gives_zyncs_exact_results(
+    stack: Stack, spark_cluster: Cluster, lake: Path
+) -> None:
+    """`zync run` (ingest → ETL → to-kafka in one driver) with its tasks on the workers."""
+    from zync_assets.demo.invoices import produce_batch, reset
+
+    reset(stack.kafka)
+    registry = Registry(stack.registry_settings)
+    env = on_cluster(stack, spark_cluster, lake)
+    before = apps_run(spark_cluster)
+    for batches in ((1, 2), (3, 4)):
+        for batch in batches:
+            produce_batch(batch, stack.kafka, registry)
+        zync_ok("run", str(INVOICES), env=env)
+        table = rebuild_table(read_topic(stack, "NewInvoices"), "ID")
+        assert {
+            k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()
+        } == DEMO_TABLES[batches[-1]]
+    sent = len(read_topic(stack, "NewInvoices"))
+    zync_ok("run", str(INVOICES), env=env)  # nothing new: nothing sent again
+    assert len(read_topic(stack, "NewInvoices")) == sent
+    assert len(apps_run(spark_cluster) - before) == 3, "the runs did not go to the cluster"
+
+
+def test_a_million_events_ingest_and_transform_on_the_cluster_exactly_once(
+    spark, stack: Stack, spark_cluster: Cluster, topic: str, tmp_path: Path
+) -> None:
+    count, every_bad = 1_000_000, 100_003
+    produce_many(stack, topic, count, every_bad=every_bad)
+    lake = tmp_path / "lake"
+    env = on_cluster(stack, spark_cluster, lake)
+    spec = stateless_spec(tmp_path / "big.yaml", topic, "Big", "BigStaging",
+                          "sql: \"named_struct('n', in.value:n::bigint) AS value\"")  # fmt: skip
+    assert "run 1:" in zync_ok("from-kafka", str(spec), "--once", env=env)
+    assert pool_offsets(spark, lake, "Big") == list(range(count))
+    bad = count // every_bad
+    assert f"wrote {count - bad} to {topic}_out" in zync_ok("etl", str(spec), env=env)
+    staging = spark.read.format("delta").load(str(lake / "BigStaging"))
+    outputs = staging.where("kind = 'output'")
+    numbered = outputs.selectExpr("min(kafka.offset) AS lo", "max(kafka.offset) AS hi",
+                                  "count(DISTINCT kafka.offset) AS n", "count(*) AS rows")  # fmt: skip
+    assert tuple(numbered.first()) == (0, count - bad - 1, count - bad, count - bad)
+    # Each output carries its input's value: per value of n, as many outputs as inputs.
+    by_n = {r.n: r.c for r in outputs.selectExpr("value:n::bigint AS n").groupBy("n")
+            .count().withColumnRenamed("count", "c").collect()}  # fmt: skip
+    raw = spark.read.format("delta").load(str(lake / "Big")).where("dead_letter IS NULL")
+    expected = {r.n: r.c for r in raw.selectExpr("value:n::bigint AS n").groupBy("n")
+                .count().withColumnRenamed("count", "c").collect()}  # fmt: skip
+    assert by_n == expected
+    done = staging.where("kind = 'done'").selectExpr("kafka.offset AS o")
+    assert done.count() == done.distinct().count() == count - bad
+
+
+def _executors(app_id: str) -> list[int]:
+    found = subprocess.run(["pgrep", "-f", f"CoarseGrainedExecutorBackend.*{app_id}"],
+                           capture_output=True, text=True)  # fmt: skip
+    return [int(pid) for pid in found.stdout.split()]
+
+
+def test_an_executor_killed_mid_ingest_costs_a_retry_not_an_offset(
+    spark, stack: Stack, spark_cluster: Cluster, topic: str, tmp_path: Path
+) -> None:
+    """kill -9 of one worker's executor while its tasks read and write: Spark runs the lost
+    tasks again elsewhere; the command succeeds and the pool holds every offset once."""
+    count = 400_000
+    produce_many(stack, topic, count)
+    lake = tmp_path / "lake"
+    command = [ZYNC, "from-kafka", "-t", topic, "-p", "Lost", "--once"]
+    ingest = subprocess.Popen(command, env=on_cluster(stack, spark_cluster, lake),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline, victims = time.monotonic() + 120, []
+    while not victims and time.monotonic() < deadline and ingest.poll() is None:
+        active = master_state(spark_cluster)["activeapps"]
+        victims = _executors(active[0]["id"]) if active else []
+        time.sleep(0.5)
+    assert victims, "no executor of the ingest was seen"
+    time.sleep(6)  # its tasks are decoding and writing by now
+    assert ingest.poll() is None, "the ingest finished before the kill"
+    os.kill(victims[0], signal.SIGKILL)
+    out, err = ingest.communicate(timeout=600)
+    assert ingest.returncode == 0, err
+    assert "run 1:" in out
+    assert pool_offsets(spark, lake, "Lost") == list(range(count))
