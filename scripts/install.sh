@@ -5,6 +5,8 @@
 #   .zync/jars/kafka/   Apache Kafka broker jars (run with java -cp)
 #   .zync/jars/registry/ Apicurio Registry (Quarkus fast-jar)
 #   .zync/jars/spark/   Delta Lake, Spark Kafka source and Avro jars, minus what PySpark ships
+#   .zync/jars/s3/      hadoop-aws and the AWS SDK modules, for a lake on S3 (ZYNC_LAKE=s3a://)
+#   .zync/jars/s3proxy/ S3Proxy, the local S3 API server (`zync stack up --s3`, the tests)
 #   .zync/jars/zync/    zync's own Spark functions (jvm/src, compiled with javac against PySpark)
 #   .zync/jars/connect/ a Kafka Connect worker; .zync/jars/connect-plugins/ holds Debezium's
 #                       PostgreSQL source and JDBC sink and an Avro converter (the CDC stack)
@@ -62,10 +64,10 @@ fetch_deps() {  # fetch_deps NAME POM
 
 fetch_deps kafka scripts/maven/kafka.pom.xml
 
-fetch_deps spark scripts/maven/spark.pom.xml
-if [ ! -f "$JARS/spark/.pruned" ]; then
-  # PySpark ships its own jackson/hadoop/parquet/log4j/scala: keep only what it lacks.
-  .venv/bin/python - "$JARS/spark" <<'PY'
+prune_shipped() {  # prune_shipped DIR: PySpark ships its own jackson/hadoop/parquet/log4j/
+  # scala/netty: keep only the jars it lacks, so ours never shadow Spark's.
+  [ -f "$1/.pruned" ] && return
+  .venv/bin/python - "$1" <<'PY'
 import os, re, sys
 import pyspark
 def artifact(name: str) -> str:
@@ -76,8 +78,15 @@ for name in os.listdir(target):
     if name.endswith(".jar") and artifact(name) in shipped:
         os.remove(os.path.join(target, name))
 PY
-  touch "$JARS/spark/.pruned"
-fi
+  touch "$1/.pruned"
+}
+
+fetch_deps spark scripts/maven/spark.pom.xml
+prune_shipped "$JARS/spark"
+# A lake on S3 (hadoop-aws + AWS SDK modules) and the local S3 API server (S3Proxy).
+fetch_deps s3 scripts/maven/s3.pom.xml
+prune_shipped "$JARS/s3"
+fetch_deps s3proxy scripts/maven/s3proxy.pom.xml
 
 reg_stamp=$(stamp_of scripts/maven/registry.pom.xml)
 if ! fresh "$JARS/registry" "$reg_stamp"; then

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from zync_assets import lake_store
 from zync_assets.errors import ZyncError
 from zync_assets.pools import commit_file, pool_version
 
@@ -129,13 +129,12 @@ def _matches(data: Any, match: dict[str, Any] | None) -> bool:
     return isinstance(data, dict) and all(data.get(k) == v for k, v in (match or {}).items())
 
 
-def commit_info(file: Path) -> dict[str, Any] | None:
+def commit_info(file: str) -> dict[str, Any] | None:
     """The commitInfo action of one commit file ({} if it has none; None if no file)."""
     try:
-        with file.open() as lines:
-            for line in lines:
-                if line.startswith('{"commitInfo"'):
-                    return json.loads(line)["commitInfo"]
+        for line in lake_store.lines(file):
+            if line.startswith('{"commitInfo"'):
+                return json.loads(line)["commitInfo"]
     except FileNotFoundError:
         return None
     return {}

@@ -14,8 +14,8 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
+from zync_assets import lake_store
 from zync_assets.pools import check_pool_name, lake_entry
 
 # A heartbeat older than this is a pipeline that died without removing its files.
@@ -34,12 +34,8 @@ class Lease:
         return f"`zync run` (pid {self.pid} on {self.host}, specs {', '.join(self.specs)})"
 
 
-def _leases_dir() -> Path:
-    return Path(lake_entry(".pipelines"))  # a dot: never a pool name
-
-
-def _lease_file(pool: str) -> Path:
-    return _leases_dir() / f"{check_pool_name(pool)}.json"
+def _lease_file(pool: str) -> str:
+    return lake_entry(".pipelines", f"{check_pool_name(pool)}.json")  # a dot: never a pool name
 
 
 def _alive(lease: Lease, now: float) -> bool:
@@ -59,7 +55,7 @@ def _alive(lease: Lease, now: float) -> bool:
 def pipeline_feeding(pool: str) -> Lease | None:
     """The live pipeline that feeds `pool`, if any."""
     try:
-        lease = Lease(**json.loads(_lease_file(pool).read_text()))
+        lease = Lease(**json.loads(lake_store.read_text(_lease_file(pool)) or ""))
     except (OSError, ValueError, TypeError):
         return None
     return lease if _alive(lease, time.time()) else None
@@ -88,12 +84,8 @@ class PipelineLeases:
         if now - self._last_beat < BEAT_EVERY_S:
             return
         lease = Lease(os.getpid(), socket.gethostname(), self.specs, now)
-        _leases_dir().mkdir(parents=True, exist_ok=True)
-        for pool in self.pools:
-            target = _lease_file(pool)
-            temporary = target.with_suffix(f".{os.getpid()}.tmp")
-            temporary.write_text(json.dumps(asdict(lease)))
-            temporary.replace(target)  # readers see the old beat or the new, never half
+        for pool in self.pools:  # readers see the old beat or the new, never half
+            lake_store.write_text(_lease_file(pool), json.dumps(asdict(lease)))
         self._last_beat = now
 
     def others(self) -> list[tuple[str, Lease]]:
@@ -106,4 +98,4 @@ class PipelineLeases:
         for pool in self.pools:
             lease = pipeline_feeding(pool)
             if lease is not None and lease.pid == os.getpid():
-                _lease_file(pool).unlink(missing_ok=True)
+                lake_store.delete_file(_lease_file(pool))

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 
+from zync_assets import lake_store
 from zync_assets.errors import ZyncError
 
 POOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -16,8 +15,9 @@ DEAD_LETTER_SUFFIX = "_dlq"
 TABLES_FOLDER = "_tables"
 
 
-def lake_dir() -> Path:
-    return Path(os.environ.get("ZYNC_LAKE", ".zync/lake")).resolve()
+def lake_dir() -> str:
+    """The lake: an absolute folder or an `s3a://` URL (lake_store.py)."""
+    return lake_store.lake_uri()
 
 
 def check_pool_name(name: str) -> str:
@@ -36,7 +36,9 @@ def lake_entry(*parts: str) -> str:
     writes and deletes only what is inside the lake (the lake folder itself may be a link).
     Names are checked before they get here: no `..`, no slashes."""
     lake = lake_dir()
-    path = lake.joinpath(*parts)
+    if lake_store.is_object_store(lake):
+        return lake_store.join(lake, *parts)
+    path = Path(lake).joinpath(*parts)
     if path.resolve() != path:
         raise ZyncError(
             f"{path} leads through a symbolic link to {path.resolve()}: zync does not follow "
@@ -60,14 +62,17 @@ def table_changes_path(name: str) -> str:
 
 
 def list_tables() -> list[str]:
-    folder = lake_dir() / TABLES_FOLDER
-    if not folder.is_dir():
-        return []
+    folder = lake_store.join(lake_dir(), TABLES_FOLDER)
     return sorted(
-        p.name
-        for p in folder.iterdir()
-        if "." not in p.name and not p.is_symlink() and pool_exists(str(p))
+        name
+        for name in lake_store.names_in(folder)
+        if "." not in name and _inside(folder, name) and pool_exists(lake_store.join(folder, name))
     )
+
+
+def _inside(folder: str, name: str) -> bool:
+    """Not a symbolic link (zync does not follow links inside a local lake)."""
+    return lake_store.is_object_store(folder) or not Path(folder, name).is_symlink()
 
 
 def dead_letter_path(pool: str) -> str:
@@ -81,8 +86,8 @@ _VERSION_FILE = re.compile(r"^\d{20}\.json$")
 
 
 def pool_exists(path: str) -> bool:
-    log = Path(path) / "_delta_log"
-    return log.is_dir() and any(_COMMIT_FILE.match(entry.name) for entry in log.iterdir())
+    names = lake_store.names_in(lake_store.join(path, "_delta_log"))
+    return any(_COMMIT_FILE.match(name) for name in names)
 
 
 def pool_version(path: str) -> int | None:
@@ -91,26 +96,30 @@ def pool_version(path: str) -> int | None:
     Cheap enough for every pass: no Spark job, no listing of a long log — from the
     last checkpoint, it probes forward for the commits written since.
     """
-    log = Path(path) / "_delta_log"
+    log = lake_store.join(path, "_delta_log")
     version = _last_checkpoint(log)
     if version is None:  # a young table (no checkpoint yet): its log is short
-        if not log.is_dir():
-            return None
-        found = [int(e.name[:20]) for e in os.scandir(log) if _VERSION_FILE.match(e.name)]
+        names = lake_store.names_in(log)
+        found = [int(name[:20]) for name in names if _VERSION_FILE.match(name)]
         return max(found, default=None)
-    while commit_file(path, version + 1).is_file():
+    while lake_store.is_file(commit_file(path, version + 1)):
         version += 1
     return version
 
 
-def commit_file(path: str, version: int) -> Path:
-    return Path(path) / "_delta_log" / f"{version:020d}.json"
+def commit_file(path: str, version: int) -> str:
+    """Where commit `version` of the table at `path` is (a file or an object)."""
+    return lake_store.join(path, "_delta_log", f"{version:020d}.json")
 
 
-def _last_checkpoint(log: Path) -> int | None:
+def _last_checkpoint(log: str) -> int | None:
     try:
-        return int(json.loads((log / "_last_checkpoint").read_text())["version"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return int(
+            json.loads(lake_store.read_text(lake_store.join(log, "_last_checkpoint")) or "")[
+                "version"
+            ]
+        )
+    except (ValueError, KeyError, TypeError):
         return None
 
 
@@ -124,18 +133,20 @@ def require_pool(name: str, kind: str, hint: str) -> str:
 
 def list_pools() -> list[str]:
     lake = lake_dir()
-    if not lake.is_dir():
-        return []
-    return sorted(p.name for p in lake.iterdir() if not p.is_symlink() and pool_exists(str(p)))
+    return sorted(
+        name
+        for name in lake_store.names_in(lake)
+        if _inside(lake, name) and pool_exists(lake_store.join(lake, name))
+    )
 
 
 def drop_table_files(name: str) -> None:
     """Delete a lake table and its change log (a demo's fresh start)."""
-    shutil.rmtree(table_path(name), ignore_errors=True)
-    shutil.rmtree(table_changes_path(name), ignore_errors=True)
+    lake_store.delete_tree(table_path(name))
+    lake_store.delete_tree(table_changes_path(name))
 
 
 def drop_pool_files(pool: str) -> None:
     """Delete a pool and its dead-letter table from the lake (a demo's fresh start)."""
-    shutil.rmtree(pool_path(pool), ignore_errors=True)
-    shutil.rmtree(dead_letter_path(pool), ignore_errors=True)
+    lake_store.delete_tree(pool_path(pool))
+    lake_store.delete_tree(dead_letter_path(pool))

@@ -16,6 +16,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from zync_assets.errors import ZyncError
+from zync_assets.lake_store import is_object_store, lake_keys, lake_uri, spark_conf_for_lake
 from zync_assets.locations import INSTALL_HINT, jars_dir
 from zync_assets.settings import spark_master
 from zync_assets.spark_functions import quiet_query_errors, register_functions
@@ -53,7 +54,9 @@ def spark_conf_file() -> Path | None:
 
 
 def spark_jars() -> list[str]:
-    """Delta Lake, the Kafka source, Avro, and zync's own functions (ZYNC_FUNCTIONS)."""
+    """Delta Lake, the Kafka source, Avro, and zync's own functions (ZYNC_FUNCTIONS); with
+    an S3 lake, hadoop-aws and the AWS SDK modules it needs too (only then: executors
+    fetch every jar in the list from the driver)."""
     folder = jars_dir() / "spark"
     jars = sorted(str(p) for p in folder.glob("*.jar"))
     if not any("delta-spark" in Path(j).name for j in jars):
@@ -61,7 +64,17 @@ def spark_jars() -> list[str]:
     own = jars_dir() / "zync" / "zync-spark.jar"
     if not own.is_file():
         raise ZyncError(f"zync's Spark functions are missing ({own}); {INSTALL_HINT}")
-    return [*jars, str(own)]
+    return [*jars, *_object_store_jars(), str(own)]
+
+
+def _object_store_jars() -> list[str]:
+    if not is_object_store(lake_uri()):
+        return []
+    folder = jars_dir() / "s3"
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    if not any("hadoop-aws" in Path(j).name for j in jars):
+        raise ZyncError(f"the S3 jars (hadoop-aws) are missing from {folder}; {INSTALL_HINT}")
+    return jars
 
 
 def default_parallelism(spark: SparkSession) -> int:
@@ -123,6 +136,7 @@ def spark_session(app_name: str = "zync", long_lived: bool = False) -> SparkSess
     ]
     if os.environ.get("ZYNC_SPARK_FAST_START", "1") != "0" and not long_lived:
         opts.insert(0, _FAST_START_OPTS)
+    conf |= spark_conf_for_lake(lake_uri())
     conf |= {
         "spark.master": master,
         "spark.app.name": app_name,
@@ -134,6 +148,9 @@ def spark_session(app_name: str = "zync", long_lived: bool = False) -> SparkSess
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
+    hadoop = session.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    for key, value in lake_keys(lake_uri()).items():
+        hadoop.set(key, value)
     session.sparkContext.setLogLevel("ERROR")
     register_functions(session)
     quiet_query_errors()

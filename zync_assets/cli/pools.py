@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import click
 
+from zync_assets import lake_store
 from zync_assets.errors import ZyncError
-from zync_assets.pools import list_pools, pool_exists, pool_path
+from zync_assets.pools import lake_dir, list_pools, pool_exists, pool_path, pool_version
 
 
 @click.group()
@@ -21,9 +20,7 @@ def pool() -> None:
 def pool_ls() -> None:
     """Pools with their latest Delta version."""
     for name in list_pools():
-        log = Path(pool_path(name)) / "_delta_log"
-        versions = [int(p.stem) for p in log.glob("*.json") if p.stem.isdigit()]
-        click.echo(f"{name}  version {max(versions, default=0)}")
+        click.echo(f"{name}  version {pool_version(pool_path(name)) or 0}")
 
 
 @pool.command("drop")
@@ -33,10 +30,10 @@ def pool_drop(name: str, yes: bool) -> None:
     """Delete pool NAME and all its data."""
     path = pool_path(name)
     if not pool_exists(path):
-        raise ZyncError(f"pool {name!r} does not exist in {Path(path).parent}")
+        raise ZyncError(f"pool {name!r} does not exist in {lake_dir()}")
     if not yes and not _confirmed(f"Delete pool {name} ({path}) and all its data?"):
         raise ZyncError(f"pool {name} kept: not confirmed (--yes drops it without asking)")
-    shutil.rmtree(path)
+    lake_store.delete_tree(path)
     click.echo(f"dropped pool {name}")
 
 
@@ -57,8 +54,9 @@ def pool_maintain(names: tuple[str, ...]) -> None:
     from zync_assets.maintenance import maintain_pools
     from zync_assets.spark import spark_session
 
-    paths = [pool_path(name) for name in names or list_pools()]
-    missing = [Path(p).name for p in paths if not pool_exists(p)]
+    chosen = names or list_pools()
+    paths = [pool_path(name) for name in chosen]
+    missing = [name for name, path in zip(chosen, paths, strict=True) if not pool_exists(path)]
     if missing:
         raise ZyncError(f"no such pool: {', '.join(missing)} (see `zync pool ls`)")
     for done in maintain_pools(spark_session(), paths):

@@ -13,6 +13,7 @@ import json
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from zync_assets import lake_store
 from zync_assets.delta_writes import append_once
 from zync_assets.ingest.progress import Progress, commit_metadata, read_progress
 from zync_assets.ingest.ranges import Offsets
@@ -88,15 +89,14 @@ def dead_letters_added(pool: str, version: int) -> int | None:
     (rows minus those whose `dead_letter.reason` is null); None when a file has none."""
     total = 0
     try:
-        with commit_file(pool_path(pool), version).open() as lines:
-            for line in lines:
-                if not line.startswith('{"add"'):
-                    continue
-                stats = json.loads(json.loads(line)["add"].get("stats") or "{}")
-                reason_nulls = stats.get("nullCount", {}).get("dead_letter", {}).get("reason")
-                if "numRecords" not in stats or reason_nulls is None:
-                    return None
-                total += int(stats["numRecords"]) - int(reason_nulls)
+        for line in lake_store.lines(commit_file(pool_path(pool), version)):
+            if not line.startswith('{"add"'):
+                continue
+            stats = json.loads(json.loads(line)["add"].get("stats") or "{}")
+            reason_nulls = stats.get("nullCount", {}).get("dead_letter", {}).get("reason")
+            if "numRecords" not in stats or reason_nulls is None:
+                return None
+            total += int(stats["numRecords"]) - int(reason_nulls)
     except FileNotFoundError:
         return None
     return total

@@ -16,6 +16,7 @@ from typing import Any
 import requests
 
 from zync_assets.errors import ZyncError
+from zync_assets.lake_store import is_object_store
 from zync_assets.settings import RegistrySettings, registry_env
 from zync_assets.stack.process import Running, Service
 
@@ -116,7 +117,7 @@ def _dagster_env(
     if spark is not None:
         env["ZYNC_SPARK_MASTER"] = spark
     for name in _PATH_VARIABLES:
-        if env.get(name):
+        if env.get(name) and not is_object_store(env[name]):
             env[name] = str(Path(env[name]).resolve())
     return env
 

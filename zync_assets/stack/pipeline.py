@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from zync_assets.lake_store import is_object_store
 from zync_assets.lease import pipeline_feeding
 from zync_assets.settings import RegistrySettings, registry_env
 from zync_assets.stack.process import Running, Service
@@ -36,7 +37,7 @@ def launch_pipeline(
         **registry_env(registry),
         "ZYNC_HOME": str(state),  # `zync run` reports to the stack's Dagster, if it has one
     }
-    if env.get("ZYNC_LAKE"):
+    if env.get("ZYNC_LAKE") and not is_object_store(env["ZYNC_LAKE"]):
         env["ZYNC_LAKE"] = str(Path(env["ZYNC_LAKE"]).resolve())
     zync = str(Path(sys.executable).parent / "zync")
     command = [zync, "run", *(str(p.resolve()) for p in specs), "--follow"]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyspark
 
+from zync_assets.lake_store import lake_uri, spark_conf_for_lake
 from zync_assets.spark import SPARK_LOG4J2, read_spark_conf, spark_conf_file, spark_jars
 from zync_assets.spark_connect import server_answers
 from zync_assets.stack.java import find_java
@@ -38,6 +39,7 @@ def server_command(port: int, warehouse: Path) -> list[str]:
     """`spark-submit --class SparkConnectServer` with zync's jars and Spark properties."""
     conf_file = spark_conf_file()
     conf = read_spark_conf(conf_file) if conf_file else {}
+    conf |= spark_conf_for_lake(lake_uri())  # the server writes the lake
     java_options = f"-Dlog4j2.configurationFile={SPARK_LOG4J2}"
     if conf.get("spark.driver.extraJavaOptions"):
         java_options += " " + conf["spark.driver.extraJavaOptions"]
