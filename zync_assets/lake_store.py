@@ -51,6 +51,10 @@ def _s3(
 ) -> pafs.FileSystem:
     options: dict[str, object] = {"region": region}
     if endpoint:
+        # The AWS SDK's default since 2025 sends each upload with a streamed checksum
+        # trailer, which S3-compatible servers (S3Proxy among them) refuse with a 400;
+        # checksums only where an operation requires them, as before.
+        os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "WHEN_REQUIRED")
         parsed = urlparse(endpoint if "://" in endpoint else f"http://{endpoint}")
         options |= {"endpoint_override": parsed.netloc, "scheme": parsed.scheme}
     if access_key and secret_key:
@@ -180,6 +184,8 @@ def storage_error(location: str, error: OSError) -> ZyncError:
     if not is_object_store(location):
         return ZyncError(f"the lake could not be read at {location} ({detail})")
     endpoint = os.environ.get("ZYNC_S3_ENDPOINT") or "AWS S3"
+    lake = lake_uri()
+    location = lake if location.startswith(lake) else location  # the lake, not one object
     if any(word in detail for word in _UNREACHABLE):
         return Unavailable(
             f"the lake's object store at {endpoint} does not answer; start it (or set "

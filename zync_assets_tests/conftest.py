@@ -207,6 +207,27 @@ def spark_cluster(stack: Stack) -> Cluster:
     return Cluster(master_url(ports.master), ports.master_ui, stack.home, 2)
 
 
+@dataclass(frozen=True)
+class ObjectStore:
+    """The session's S3 API server (S3Proxy, as `zync stack up --s3` runs it): its bucket
+    and the variables a zync command needs to reach it."""
+
+    bucket: str
+    env: dict[str, str]
+
+    def lake(self, name: str) -> str:
+        return f"s3a://{self.bucket}/{name}"
+
+
+@pytest.fixture(scope="session")
+def object_store(stack: Stack) -> ObjectStore:
+    from zync_assets.stack.s3 import LAKE_BUCKET, launch_s3, s3_env
+
+    port = free_port()
+    launch_s3(stack.home, port)()  # the stack fixture's stack_down stops it with the rest
+    return ObjectStore(LAKE_BUCKET, s3_env(stack.home, port))
+
+
 @pytest.fixture
 def topic(request: pytest.FixtureRequest) -> str:
     """A topic name no other test uses."""

@@ -13,6 +13,7 @@ from zync_assets.spark_connect import SPARK_CONNECT_PORT
 from zync_assets.stack.dagster import DAGSTER_PORT
 from zync_assets.stack.kafka import SecurePorts
 from zync_assets.stack.registry import registry_url
+from zync_assets.stack.s3 import LAKE_BUCKET, s3_credentials_file, s3_endpoint
 from zync_assets.stack.secure import SASL_USER, local_credentials, write_client_settings
 from zync_assets.stack.services import (
     CdcPorts,
@@ -79,6 +80,12 @@ def stack() -> None:
               "the workers on the ports after it.")  # fmt: skip
 @click.option("--spark-master-ui-port", default=ClusterPorts.master_ui, show_default=True,
               help="The cluster master's web UI port.")  # fmt: skip
+@click.option(
+    "--s3", "with_s3", is_flag=True,
+    help="Also start an S3 API server (S3Proxy) with a bucket `zync` kept in .zync/s3/; "
+    "put the lake there with ZYNC_LAKE=s3a://zync/lake and the variables `up` prints.",
+)  # fmt: skip
+@click.option("--s3-port", default=9000, show_default=True, help="S3 API server port.")
 @click.option("--follow", "follow", multiple=True, type=click.Path(dir_okay=False, exists=True),
               help="Also run `zync run SPEC --follow` as a service: the continuous pipeline "
               "of this spec (repeatable).")  # fmt: skip
@@ -99,6 +106,8 @@ def up(
     spark_workers: int,
     spark_master_port: int,
     spark_master_ui_port: int,
+    with_s3: bool,
+    s3_port: int,
     follow: tuple[str, ...],
 ) -> None:
     """Start Kafka, the registry and a Spark Connect server on 127.0.0.1 (and the CDC
@@ -114,13 +123,17 @@ def up(
     cluster = ClusterPorts(spark_master_port, spark_master_ui_port, workers) if workers else None
     statuses = stack_up(
         ports, dagster_port=dagster, cdc=cdc, follow=specs, spark_port=spark,
-        secure_registry=with_secure, cluster=cluster,
+        secure_registry=with_secure, cluster=cluster, s3_port=s3_port if with_s3 else None,
     )  # fmt: skip
     for status in statuses:
         click.echo(status.line())
     if secure is not None:
         _echo_secure_listeners(ports, secure)
     click.echo(f"stack is up ({time.monotonic() - started:.1f}s)")
+    if with_s3:
+        click.echo(f"the lake goes to the S3 server with: export ZYNC_LAKE=s3a://{LAKE_BUCKET}/lake "
+                   f"ZYNC_S3_ENDPOINT={s3_endpoint(s3_port)}, and AWS_ACCESS_KEY_ID / "
+                   f"AWS_SECRET_ACCESS_KEY from {s3_credentials_file(state_dir())}")  # fmt: skip
     if cluster is not None:
         click.echo(f"zync commands run on the cluster with: export ZYNC_SPARK_MASTER="
                    f"{master_url(cluster.master)}")  # fmt: skip

@@ -39,9 +39,13 @@ def _folder(home: Path) -> Path:
     return home / "s3"
 
 
+def s3_credentials_file(home: Path) -> Path:
+    return _folder(home) / "credentials.json"
+
+
 def _secret(home: Path) -> str:
     """The server's secret key, made on first use (owner-only)."""
-    path = _folder(home) / "credentials.json"
+    path = s3_credentials_file(home)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(mode=0o600)

@@ -23,6 +23,7 @@ from zync_assets.stack.registry import (
     registry_url,
     secured_registry_settings,
 )
+from zync_assets.stack.s3 import launch_s3, s3_endpoint, s3_service
 from zync_assets.stack.spark_cluster import (
     ClusterPorts,
     cluster_services,
@@ -81,6 +82,7 @@ class ServiceStatus:
             "pipeline": "zync run --follow",
             "spark": spark_url(self.running.port),
             "spark-master": master_url(self.running.port),
+            "s3": s3_endpoint(self.running.port),
         }.get(self.name, f"127.0.0.1:{self.running.port}")
         return (
             f"{self.name:12} running  pid {self.running.pid:<7} {address}  log {self.running.log}"
@@ -96,10 +98,11 @@ def stack_up(
     spark_port: int | None = None,
     secure_registry: bool = False,
     cluster: ClusterPorts | None = None,
+    s3_port: int | None = None,
 ) -> list[ServiceStatus]:
-    """Start Kafka and the registry side by side (with the Spark Connect server, a Spark
-    standalone cluster and the CDC services, if given their ports; then Dagster, if given a
-    port) and wait for them; all
+    """Start Kafka and the registry side by side (with the S3 API server, the Spark Connect
+    server, a Spark standalone cluster and the CDC services, if given their ports; then
+    Dagster, if given a port) and wait for them; all
     or nothing. A service already running is left as it is. Kafka opens its secured
     listeners if `ports.secure` names them; the registry serves https with basic auth if
     `secure_registry`."""
@@ -114,6 +117,8 @@ def stack_up(
         kafka = launch_kafka(home, ports.kafka, ports.kafka_controller, ports.secure)
         registry = launch_registry(home, ports.registry, ports.registry_management, secure)
         waits = [("kafka", kafka), ("registry", registry)]
+        if s3_port is not None:  # before Spark: a server may write the lake there
+            waits.append(("s3", launch_s3(home, s3_port)))
         if spark_port is not None:
             waits.append(("spark", launch_spark_server(home, spark_port)))
         statuses = [ServiceStatus(name, wait(), name == "registry" and secure)
@@ -178,7 +183,7 @@ def _all_services(home: Path) -> list[Service]:
     cdc = _cdc_services(home)
     return [
         pipeline_service(home), dagster_service(home), spark_service(home),
-        *cluster_services(home), cdc[-1], *cdc[:-1], *_services(home),
+        *cluster_services(home), cdc[-1], *cdc[:-1], s3_service(home), *_services(home),
     ]  # fmt: skip
 
 
@@ -197,7 +202,8 @@ def stack_status(home: Path | None = None) -> list[ServiceStatus]:
     home = home or state_dir()
     workers = [s for s in cluster_services(home)[:-1] if s.running() is not None]
     cluster = [cluster_services(home)[-1], *reversed(workers)]
-    services = [*_services(home), spark_service(home), *cluster, *_cdc_services(home)]
+    services = [*_services(home), s3_service(home), spark_service(home), *cluster,
+                *_cdc_services(home)]  # fmt: skip
     services.append(dagster_service(home))
     services.append(pipeline_service(home))
     return [ServiceStatus(s.name, s.running(), s.name == "registry" and is_secured(home))
