@@ -5,9 +5,8 @@ classes; nothing downloaded).
 Point any zync command at it with `ZYNC_SPARK_MASTER=spark://127.0.0.1:PORT`: the command's
 process is then the driver (it plans, commits Delta and runs to-kafka's sender) and the
 workers' executors run its tasks (decode, transform, encode, write the data files). The
-executors get zync's jars from the driver (`spark.jars`) and run Python with the driver's
-interpreter (the same machine's `.venv`), so a cluster on other hosts needs the same
-install at the same path (docs/operations.md).
+executors get zync's jars from the driver (`spark.jars`) and run no Python (zync has no
+Python UDFs), so a worker needs nothing but Java (docs/operations.md).
 """
 
 from __future__ import annotations
