@@ -86,11 +86,15 @@ def partitions_of(settings: KafkaSettings, topic: str) -> list[int]:
     """Partition ids of an existing topic; a clear error when it does not exist."""
     metadata = cluster_metadata(settings)
     if topic not in metadata.topics:
-        raise ZyncError(
-            f"topic {topic!r} does not exist on {settings.bootstrap_servers}; "
-            "check the name, or create it by producing to it (`zync produce --topic T`)"
-        )
+        raise no_such_topic(settings, topic)
     return sorted(metadata.topics[topic].partitions)
+
+
+def no_such_topic(settings: KafkaSettings, topic: str) -> ZyncError:
+    return ZyncError(
+        f"topic {topic!r} does not exist on {settings.bootstrap_servers}; "
+        "check the name, or create it by producing to it (`zync produce --topic T`)"
+    )
 
 
 def ensure_topic(settings: KafkaSettings, topic: str, partitions: int = 1) -> None:
