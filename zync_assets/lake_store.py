@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -152,20 +152,20 @@ def write_text(location: str, text: str) -> None:
 
 
 def delete_file(location: str) -> None:
+    """Delete a file; nothing to do if there is none."""
     store, path = filesystem(location)
-    try:
-        store.delete_file(path)
-    except FileNotFoundError:
-        pass
-    except OSError as error:
-        if not _missing(error):
-            raise storage_error(location, error) from error
+    _unless_missing(location, lambda: store.delete_file(path))
 
 
 def delete_tree(location: str) -> None:
+    """Delete a folder (or every object under a prefix); nothing to do if there is none."""
     store, path = filesystem(location)
+    _unless_missing(location, lambda: store.delete_dir(path))
+
+
+def _unless_missing(location: str, delete: Callable[[], None]) -> None:
     try:
-        store.delete_dir(path)
+        delete()
     except FileNotFoundError:
         pass
     except OSError as error:
