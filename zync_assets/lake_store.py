@@ -112,10 +112,15 @@ def _missing(error: OSError) -> bool:
 
 def names_in(location: str) -> list[str]:
     """The names directly inside a folder (or key prefix); [] if there is none."""
+    if not is_object_store(location):  # a Delta log holds thousands: names only, no stat
+        try:
+            return [entry.name for entry in os.scandir(location)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
     store, path = filesystem(location)
     try:
         infos = store.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-        if not infos and is_object_store(location):
+        if not infos:
             _require_bucket(store, location)
     except OSError as error:
         raise storage_error(location, error) from error
@@ -130,6 +135,8 @@ def _require_bucket(store: pafs.FileSystem, location: str) -> None:
 
 
 def is_file(location: str) -> bool:
+    if not is_object_store(location):
+        return os.path.isfile(location)
     store, path = filesystem(location)
     try:
         return store.get_file_info(path).type == pafs.FileType.File
