@@ -81,11 +81,16 @@ def test_status_reports_the_running_stack(stack: Stack) -> None:
     assert lines[0].startswith("kafka") and "running" in lines[0]
     assert lines[1].startswith("registry") and stack.registry_settings.url in lines[1]
     names = [line.split()[0] for line in lines]
-    assert names == [
-        "kafka", "registry", "spark", "pg-source", "pg-warehouse", "connect", "dagster",
-        "pipeline",
+    # The cluster's workers are listed (after their master) only while they run: the
+    # session's spark_cluster fixture starts two if a cluster test ran first.
+    workers = [line for line in lines if line.startswith("spark-worker-")]
+    assert all("running" in line for line in workers)
+    assert [n for n in names if not n.startswith("spark-worker-")] == [
+        "kafka", "registry", "s3", "spark", "spark-master", "pg-source", "pg-warehouse",
+        "connect", "dagster", "pipeline",
     ]  # fmt: skip
-    spark = lines[2]  # started by the first test that needs it (spark_server)
+    assert names[5 : 5 + len(workers)] == [f"spark-worker-{n}" for n in range(1, len(workers) + 1)]
+    spark = lines[3]  # started by the first test that needs it (spark_server)
     assert "stopped" in spark or ("running" in spark and " sc://127.0.0.1:" in spark)
     assert "stopped" in lines[-2]  # only with --dagster
     assert "stopped" in lines[-1]  # only with --follow
