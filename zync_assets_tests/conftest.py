@@ -42,6 +42,24 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 
 signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
+# Fixtures of services too heavy to start on both test workers (PostgreSQL ×2 and Kafka
+# Connect; a Spark master and workers; S3Proxy): their tests form one xdist group.
+_ONE_WORKER_SERVICES = frozenset({"cdc_ports", "spark_cluster", "object_store"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist names the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _ONE_WORKER_SERVICES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("services"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist sends the order to its controller
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Longest first: the slow tests start while both workers are fresh, and the short
+    # ones fill in at the end (a stable sort keeps each module's order otherwise).
+    session.items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
 
 def free_port() -> int:
     with socket.socket() as sock:

@@ -56,8 +56,9 @@ def pipeline_pass(spark, spec: Spec, stack: Stack, registry: Registry) -> None:
     run_tables(spark, spec, registry)
 
 
-def converge(chain: Chain, step, timeout: float = CONVERGE_TIMEOUT_S) -> float:
-    """Run `step` until the warehouse equals the source's join; the seconds it took."""
+def converge(chain: Chain, step, timeout: float = CONVERGE_TIMEOUT_S, spark=None) -> float:
+    """Run `step` until the warehouse equals the source's join; the seconds it took.
+    With `spark`, a failure also says how far each missing invoice got."""
     started = time.monotonic()
     expected = chain.expected_rows()
     while time.monotonic() - started < timeout:
@@ -70,10 +71,42 @@ def converge(chain: Chain, step, timeout: float = CONVERGE_TIMEOUT_S) -> float:
     got = chain.warehouse_rows()
     missing = sorted(set(expected) - set(got))[:5]
     extra = sorted(set(got) - set(expected))[:5]
+    trace = "" if spark is None else trace_invoices(spark, chain, [row[0] for row in missing])
     raise AssertionError(
         f"the warehouse did not converge in {timeout:g}s: {len(got)} rows against "
-        f"{len(expected)} expected; missing {missing}; unexpected {extra}"
+        f"{len(expected)} expected; missing {missing}; unexpected {extra}{trace}"
     )
+
+
+def trace_invoices(spark, chain: Chain, ids: list[int]) -> str:
+    """Where each invoice's changes got to: its events in the raw pool (topic, offset, op)
+    with their done records' status, its output records in staging, and the connectors'
+    states, so that a failure names the stage that lost or held back a change."""
+    lines = []
+    for name in (f"{chain.name}-source", f"{chain.name}-sink"):
+        lines.append(f"{name}: {chain.connect.state(name)}")
+    raw_path, staging_path = pool_path(f"{chain.name}_raw"), pool_path(f"{chain.name}_staging")
+    if not pool_exists(raw_path) or not pool_exists(staging_path):
+        return "\n" + "\n".join([*lines, "no raw or staging pool"])
+    raw = spark.read.format("delta").load(raw_path)
+    staging = spark.read.format("delta").load(staging_path)
+    done = staging.where("kind = 'done'").selectExpr("kafka AS k", "status")
+    for invoice in ids:
+        mine = raw.where(
+            f"coalesce(value:after.id, value:before.id)::bigint = {invoice} AND "
+            f"kafka.topic LIKE '%invoices' OR coalesce(value:after.invoice_id, "
+            f"value:before.invoice_id)::bigint = {invoice}"
+        )
+        events = mine.join(done, mine.kafka == done.k, "left").selectExpr(
+            "kafka.topic", "kafka.offset", "value:op::string AS op", "status"
+        )
+        outputs = staging.where(f"kind = 'output' AND value:id::bigint = {invoice}")
+        lines.append(f"invoice {invoice}: raw events {[tuple(r) for r in events.collect()]}")
+        lines.append(
+            f"invoice {invoice}: outputs "
+            f"{[tuple(r) for r in outputs.selectExpr('kafka.offset', 'run').collect()]}"
+        )
+    return "\n" + "\n".join(lines)
 
 
 def assert_same_types(chain: Chain) -> None:

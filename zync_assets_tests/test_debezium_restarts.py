@@ -147,10 +147,10 @@ def test_the_warehouse_converges_through_kills_and_restarts(
 
     with Supervisor(stages, KILLS, seed=17) as supervisor:
         workload.run(chain.source, TRANSACTIONS, between)
-        seconds = converge(chain, lambda: time.sleep(2), timeout=600)
+        seconds = converge(chain, lambda: time.sleep(2), timeout=600, spark=spark)
         while supervisor.kills_left:  # every planned kill happened before convergence?
             time.sleep(1)
-        converge(chain, lambda: time.sleep(2), timeout=300)
+        converge(chain, lambda: time.sleep(2), timeout=300, spark=spark)
 
     assert len(supervisor.killed) == KILLS
     assert_same_types(chain)

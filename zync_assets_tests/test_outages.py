@@ -89,9 +89,9 @@ def assert_rode_it_out(run: Lines, service: str) -> None:
 def test_a_continuous_ingest_rides_out_a_broker_restart(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
-    count = 20_000
+    count = 12_000
     produce_many(stack, topic, count, every_bad=1009)
-    command = [ZYNC, "from-kafka", "-t", topic, "-p", "Outage", "--max-records", "1000",
+    command = [ZYNC, "from-kafka", "-t", topic, "-p", "Outage", "--max-records", "3000",
                "--interval", "0.5s", "--exit-after", "5s"]  # fmt: skip
     run = start(command, stack.env())
     run.wait_for("run 1:")  # a commit is in; then the broker goes away mid-stream
