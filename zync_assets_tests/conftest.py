@@ -42,16 +42,40 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 
 signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
-# Fixtures of services too heavy to start on both test workers (PostgreSQL ×2 and Kafka
-# Connect; a Spark master and workers; S3Proxy): their tests form one xdist group.
+# Services too heavy to start on both test workers (PostgreSQL ×2 and Kafka Connect; a
+# Spark master and workers; S3Proxy): every test module that uses one runs on one worker,
+# as one unit of xdist's work (`pytest_xdist_make_scheduler`). xdist's own
+# `--dist loadgroup` marks do not group under pytest 9 (it renames node ids, which pytest 9
+# no longer reads), so the modules are named here and checked at collection.
 _ONE_WORKER_SERVICES = frozenset({"cdc_ports", "spark_cluster", "object_store"})
+_ONE_WORKER_MODULES = frozenset({
+    "test_cluster.py", "test_dagster_daemon.py", "test_debezium_chain.py",
+    "test_debezium_restarts.py", "test_ingest_faults.py", "test_lake_store.py",
+    "test_object_store.py", "test_stack.py",
+})  # fmt: skip
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist names the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if _ONE_WORKER_SERVICES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("services"))
+        needs = _ONE_WORKER_SERVICES & set(getattr(item, "fixturenames", ()))
+        if needs and item.path.name not in _ONE_WORKER_MODULES:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses {', '.join(sorted(needs))}: add {item.path.name} to "
+                "_ONE_WORKER_MODULES in conftest.py, or each test worker starts its own"
+            )
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerForServices(LoadScopeScheduling):
+        """Each test its own unit, except the modules of the heavy services: one unit."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+            return "services" if module in _ONE_WORKER_MODULES else nodeid
+
+    return OneWorkerForServices(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist sends the order to its controller
