@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from zync_assets.etl.compile import CompiledRule, event_struct
 from zync_assets.etl.expiry import parse_expiry
+from zync_assets.etl.gate import GATED, TXN, TXN_EXPIRED, TXN_POS
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.spark import pinned, unpin
 
@@ -85,11 +86,13 @@ def pair(routed: DataFrame, rule: CompiledRule) -> Pairs:
     """One-to-one pairs of the rule's left and right events, in source order per join key."""
     assert rule.rule.left and rule.rule.right
     left_key, right_key = rule.join_keys()
-    taken = routed.where(F.col("__rule") == rule.number)
+    taken = routed.where((F.col("__rule") == rule.number) & ~F.col(GATED))
 
     def side(topic: str, name: str, key: Column) -> DataFrame:
         frame = taken.where(F.col("kafka.topic") == topic).select(
-            event_struct().alias(name), F.col("__pos").alias(f"__{name}_pos")
+            event_struct().alias(name),
+            F.col("__pos").alias(f"__{name}_pos"),
+            F.col(TXN_POS).alias(f"__{name}_txn_pos"),
         )
         frame = frame.withColumn("__jk", key).where(F.col("__jk").isNotNull())
         order = Window.partitionBy("__jk").orderBy(f"__{name}_pos")
@@ -98,7 +101,7 @@ def pair(routed: DataFrame, rule: CompiledRule) -> Pairs:
     lefts = side(rule.rule.left, "left", left_key)
     rights = side(rule.rule.right, "right", right_key)
     joined = lefts.join(rights, ["__jk", "__n"]).select(
-        "left", "right", F.col("__left_pos").alias("__pos")
+        "left", "right", F.coalesce("__left_txn_pos", "__left_pos").alias("__pos")
     )
     return Pairs(rule, joined)
 
@@ -155,7 +158,7 @@ def classify(
         )
     flagged = flagged.withColumn(
         "__output", F.coalesce("__output", _coord_struct("kafka"))
-    ).withColumn("__output_pos", F.coalesce("__output_pos", "__pos"))
+    ).withColumn("__output_pos", F.coalesce("__output_pos", TXN_POS, "__pos"))
 
     kind = {r.number: r.rule.type for r in rules}
     denorm = F.col("__rule").isin([n for n, t in kind.items() if t == "denorm"] or [-1])
@@ -165,21 +168,28 @@ def classify(
             mine = F.col("__rule") == rule.number
             expired = expired | (mine & _expiry_condition(rule, raw_end, now))
     status = (
-        F.when(F.col("__rule") == 0, "unmatched")
+        F.when(F.col(GATED) & F.col(TXN_EXPIRED), "expired")
+        .when(F.col(GATED), "waiting")
+        .when(F.col("__rule") == 0, "unmatched")
         .when(denorm & F.col("__partner").isNotNull(), "paired")
         .when(denorm & expired, "expired")
         .when(denorm, "waiting")
         .otherwise("released")
     )
     flagged = flagged.withColumn("__status", status).withColumn(
-        "__held", F.lit(None).cast("string")
+        "__held", F.when(F.col(GATED), F.lit(HELD_BY_TRANSACTION)).cast("string")
     )
-    return _hold_back(flagged)
+    held = _hold_back(flagged)
+    if not any(r.rule.gate for r in rules):
+        return held
+    return _keep_transactions_whole(held)
 
 
 _COORD_TYPE = "struct<topic: string, partition: int, offset: bigint>"
 HELD_BY_KEY = "key"  # an earlier event of its own Kafka key is pending
 HELD_BY_PARTNER = "partner"  # its partner is held back by the partner's own key
+HELD_BY_TRANSACTION = "transaction"  # its source transaction is not complete, or not whole
+_CONSUMED = ("released", "paired", "unmatched")
 
 
 def _coord_struct(prefix: str) -> Column:
@@ -219,6 +229,44 @@ def _hold_back(flagged: DataFrame) -> Classified:
         current = _block(marked, partner_held, HELD_BY_PARTNER).drop("__stops", "__partner_held")
         current = pinned(current)
         cached = [step, current]
+
+
+def _keep_transactions_whole(held: Classified) -> Classified:
+    """A complete transaction one of whose members the per-key rule held back is held
+    back whole: no output of it goes before all of them can. Blocking its members may hold
+    back later events of their keys, break their pairs, and so split other transactions:
+    repeat until no transaction is split (each round only adds blocked events)."""
+    while True:
+        events = held.events
+        split = (
+            events.where(F.col(TXN).isNotNull())
+            .groupBy(TXN)
+            .agg(
+                F.max(F.col("__status").isin(*WAITING_STATES).cast("int")).alias("__waits"),
+                F.max(F.col("__status").isin(*_CONSUMED).cast("int")).alias("__goes"),
+            )
+            .where((F.col("__waits") == 1) & (F.col("__goes") == 1))
+            .select(TXN, F.lit(True).alias("__split"))
+        )
+        if split.isEmpty():
+            return held
+        stopped = events.join(split, TXN, "left").withColumn(
+            "__split",
+            F.coalesce(F.col("__split") & F.col("__status").isin(*_CONSUMED), F.lit(False)),
+        )
+        partners = stopped.where(F.col("__split") & (F.col("__status") == "paired")).select(
+            *coords("__partner"), F.lit(True).alias("__partner_split")
+        )
+        marked = _block(
+            stopped.join(partners, [f"__{c}" for c in COORDS], "left"),
+            F.col("__split"),
+            HELD_BY_TRANSACTION,
+        )
+        partner_split = F.col("__partner_split").isNotNull() & (F.col("__status") == "paired")
+        current = _block(marked, partner_split, HELD_BY_PARTNER).drop("__split", "__partner_split")
+        again = _hold_back(current)
+        held.release()
+        held = again
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@ to the pool's dead-letter table; each written once per run (Delta transaction id
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from collections.abc import Collection
+
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.delta_writes import append_once
@@ -19,8 +21,37 @@ def append_pass(frame: DataFrame, path: str, spec: str, pool: str, run: int, met
     )  # fmt: skip
 
 
-def copy_expired(spark: SparkSession, pool: str, spec: str, run: int) -> None:
-    """Copy the run's expired events to `<pool>_dlq` (once: Delta txn per run)."""
+def _expiry_reason(gated: Collection[str]) -> Column:
+    """Why an event expired: its source transaction never completed (an event of a gated
+    topic with transaction metadata, or an END record), or its denorm rule found no partner."""
+    member = F.col("kafka.topic").isin(list(gated)) & (
+        F.expr("try_variant_get(value, '$.transaction.id', 'string')").isNotNull()
+        | F.expr("try_variant_get(value, '$.status', 'string') = 'END'")
+    )
+    return F.when(
+        member,
+        F.concat(
+            F.lit("expired: source transaction "),
+            F.coalesce(
+                F.expr("try_variant_get(value, '$.transaction.id', 'string')"),
+                F.expr("try_variant_get(value, '$.id', 'string')"),
+            ),
+            F.lit(" did not complete within its rule's expire-after"),
+        ),
+    ).otherwise(
+        F.concat(
+            F.lit("expired: rule "),
+            F.col("rule").cast("string"),
+            F.lit(" found no partner in time"),
+        )
+    )
+
+
+def copy_expired(
+    spark: SparkSession, pool: str, spec: str, run: int, gated: Collection[str] = ()
+) -> None:
+    """Copy the run's expired events to `<pool>_dlq` (once: Delta txn per run); `gated`:
+    the spec's gated topics and their transaction topics."""
     expired = (
         spark.read.format("delta")
         .load(pool_path(pool))
@@ -32,11 +63,7 @@ def copy_expired(spark: SparkSession, pool: str, spec: str, run: int) -> None:
             "kafka.timestamp",
             "key",
             "value",
-            F.concat(
-                F.lit("expired: rule "),
-                F.col("rule").cast("string"),
-                F.lit(" found no partner in time"),
-            ).alias("reason"),
+            _expiry_reason(gated).alias("reason"),
             F.lit(spec).alias("spec"),
             "run",
         )

@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from zync_assets.etl import classify as cl
 from zync_assets.etl.compile import CompiledRule
+from zync_assets.etl.gate import gate
 from zync_assets.etl.snapshot import Snapshot, snapshot
 from zync_assets.spark import pinned, unpin
 from zync_assets.spec import Spec
@@ -39,7 +40,7 @@ def classified_events(
     spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule], now: dt.datetime
 ) -> Pass:
     snap = snapshot(spark, spec, pool, rules)
-    routed = pinned(snap.events)
+    routed = pinned(gate(snap.events, rules, now))
     try:
         pairs = [cl.pair(routed, r) for r in rules if r.rule.type == "denorm"]
         classified = cl.classify(routed, rules, pairs, snap.raw_end, now)

@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 
 from zync_assets.etl import classify as cl
 from zync_assets.etl.compile import CompiledRule, event_struct, select_outputs
+from zync_assets.etl.gate import TXN_POS
 from zync_assets.etl.order import moved_outputs, output_offset, with_effective_position
 from zync_assets.variants import as_variant
 
@@ -37,7 +38,11 @@ def output_records(
             continue
         frame = classified.where(
             (F.col("__rule") == rule.number) & (F.col("__status") == "released")
-        ).select(event_struct().alias("in"), "__pos", F.col("kafka").alias("__src"))
+        ).select(
+            event_struct().alias("in"),
+            F.coalesce(TXN_POS, "__pos").alias("__pos"),  # a transaction's: its END's
+            F.col("kafka").alias("__src"),
+        )
         produced.append((rule, select_outputs(frame, rule.rule.sql, carry)))
     if not produced:
         return None

@@ -27,12 +27,20 @@ class Rule:
     right: str | None = None
     join_on: tuple[str, str] | None = None
     expire_after: str | None = None
+    gate: str | None = None  # "transaction": its events wait for their source transaction
+    transaction_topic: str | None = None  # with a gate: Debezium's `<prefix>.transaction`
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return tuple(t for t in (self.left, self.right, self.input) if t)
 
 
 RULE_FIELDS = {
-    "denorm": {"type", "where", "left", "right", "join-on", "out", "sql", "expire-after"},
-    "stateless": {"type", "where", "in", "out", "sql"},
+    "denorm": {"type", "where", "left", "right", "join-on", "out", "sql", "expire-after", "gate"},
+    "stateless": {"type", "where", "in", "out", "sql", "expire-after", "gate"},
 }
+GATES = ("transaction",)
+TRANSACTION_TOPIC_SUFFIX = ".transaction"  # Debezium's `<topic.prefix>.transaction`
 # A lone `=` (not part of ==, <=, >=, !=, <=>): the join-on separator.
 _EQUALS = re.compile(r"(?<![=<>!])=(?![=>])")
 
@@ -90,10 +98,18 @@ def parse_rules(path: Path, items: Any, inputs: list, outputs: list) -> list[Rul
         where = item.get("where")
         if where is not None and (not isinstance(where, str) or not where.strip()):
             raise _fail(path, number, "where", "must be a non-empty Spark SQL condition")
+        gate = item.get("gate")
+        if gate is not None and gate not in GATES:
+            raise _fail(path, number, "gate", f"unknown gate {gate!r} (transaction)")
         expire = item.get("expire-after")
         if expire is not None:
             expire = str(expire)
-            _check_expiry(path, number, expire)
+            _check_expiry(path, number, expire, gated=gate is not None)
+            if kind == "stateless" and gate is None:
+                raise _fail(
+                    path, number, "expire-after",
+                    "a stateless rule's events never wait, unless it has `gate: transaction`",
+                )  # fmt: skip
         rules.append(
             Rule(
                 number=number,
@@ -106,19 +122,77 @@ def parse_rules(path: Path, items: Any, inputs: list, outputs: list) -> list[Rul
                 right=item.get("right"),
                 join_on=join_on,
                 expire_after=expire,
+                gate=gate,
+                transaction_topic=_transaction_topic(path, number, item, input_topics),
             )
         )
     _check_output_pools(path, rules, outputs)
+    _check_gates(path, rules, outputs)
     return rules
 
 
-def _check_expiry(path: Path, number: int, text: str) -> None:
+def _check_expiry(path: Path, number: int, text: str, gated: bool) -> None:
     from zync_assets.etl.expiry import parse_expiry
 
     try:
-        parse_expiry(text)
+        expiry = parse_expiry(text)
     except ZyncError as exc:
         raise _fail(path, number, "expire-after", str(exc)) from exc
+    if gated and expiry.seconds is None:
+        raise _fail(
+            path, number, "expire-after",
+            "a gated rule's transactions expire after a time (e.g. 10m), not a count of offsets",
+        )  # fmt: skip
+
+
+def _transaction_topic(path: Path, number: int, item: dict, inputs: set[str]) -> str | None:
+    """A gated rule's transaction topic: the input `<prefix>.transaction` whose prefix its
+    topics start with (the longest, if several do)."""
+    if item.get("gate") is None:
+        return None
+    topics = [item[n] for n in ("left", "right", "in") if n in item]
+    candidates = [
+        t for t in inputs
+        if t.endswith(TRANSACTION_TOPIC_SUFFIX)
+        and all(topic.startswith(t.removesuffix("transaction")) for topic in topics)
+    ]  # fmt: skip
+    if not candidates:
+        raise _fail(
+            path, number, "gate",
+            f"the spec reads no Debezium transaction topic for {', '.join(topics)}: add "
+            "`<topic.prefix>.transaction` to its inputs (the connector needs "
+            "provide.transaction.metadata=true)",
+        )  # fmt: skip
+    return max(candidates, key=len)
+
+
+def _check_gates(path: Path, rules: list[Rule], outputs: list) -> None:
+    """A gated topic is gated by every rule that reads it (an ungated rule would consume
+    part of a transaction early), and a transaction topic feeds one staging pool."""
+    gated = {t: r for r in rules if r.gate for t in r.topics}
+    for rule in rules:
+        if rule.gate is None:
+            for topic in rule.topics:
+                if topic in gated:
+                    raise _fail(
+                        path, rule.number, "gate",
+                        f"topic {topic!r} is gated by rule {gated[topic].number}: every rule "
+                        "that reads it needs `gate: transaction` too",
+                    )  # fmt: skip
+    pool_of = {r.topic: r.pool for r in outputs}
+    pools: dict[str, set[str]] = {}
+    for rule in rules:
+        if rule.transaction_topic:
+            pools.setdefault(rule.transaction_topic, set()).add(pool_of[rule.out])
+    for topic, found in pools.items():
+        if len(found) > 1:
+            raise ZyncError(
+                f"{path}: transaction topic {topic!r} gates outputs in several staging pools "
+                f"({', '.join(sorted(found))}); its records are done in one pool"
+            )
+    for topic in pools:
+        if topic in gated or any(topic in r.topics for r in rules):
+            raise ZyncError(f"{path}: transaction topic {topic!r} is read by a rule; no rule may")
 
 
 def _check_output_pools(path: Path, rules: list, outputs: list) -> None:

@@ -111,7 +111,8 @@ def _run_pool(
                          raw_seen=snap.raw_end, note=f"another ETL of {spec.name} committed run {run} first; nothing written")  # fmt: skip
     expired = counts.get("expired", 0)
     if expired:
-        copy_expired(spark, pool, spec.name, run)
+        gated = {t for r in rules if r.rule.gate for t in (*r.topics, r.rule.transaction_topic)}
+        copy_expired(spark, pool, spec.name, run, {t for t in gated if t})
     return EtlResult(
         spec.name, pool, run, snap.state, read=read, outputs=per_topic, done=consumed,
         expired=expired, unmatched=counts.get("unmatched", 0), pending=pending, cursors=cursors,

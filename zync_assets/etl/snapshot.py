@@ -37,7 +37,9 @@ class Snapshot:
 
 
 def _input_topics(rules: list[CompiledRule]) -> list[str]:
-    return list(dict.fromkeys(t for r in rules for t in r.topics))
+    """The rules' topics, and the transaction topics of gated rules (gate.py)."""
+    topics = (t for r in rules for t in (*r.topics, r.rule.transaction_topic) if t)
+    return list(dict.fromkeys(topics))
 
 
 def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule]) -> Snapshot:

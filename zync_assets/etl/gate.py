@@ -1,0 +1,158 @@
+"""`gate: transaction`: events of gated rules wait until their source transaction is
+complete, so that the outputs of one source transaction land together.
+
+Debezium (with `provide.transaction.metadata=true`) writes a BEGIN and an END record per
+source transaction to `<topic.prefix>.transaction`; END names the transaction's `id` and,
+per data collection (`public.invoices`, the topic `<topic.prefix>.public.invoices`), its
+`event_count`. Each data event carries `transaction{id, total_order,
+data_collection_order}`.
+
+A transaction is *complete* in a pass when its END record is pending in it and, for every
+data collection of a gated topic that END names, the pass holds events of the transaction
+with `event_count` distinct `data_collection_order`s (a copy Debezium sent again after a
+restart does not count twice). Collections of topics the spec does not gate are not
+waited for. Until then every *member* — its events on gated topics, whatever rule takes
+them, and its END record — is gated: it waits (and holds its partition's cursor). Once
+complete, the members are classified as usual, and their outputs take the position of
+the END record (the transaction's commit) in the pass's numbering.
+
+Rules for what has no transaction metadata: an event without a `transaction` block (one
+written before the connector provided it, or a tombstone) is not gated; BEGIN records are
+done at once (`unmatched`).
+
+A transaction whose oldest member is older than the smallest `expire-after` of the rules
+gated by its transaction topic expires whole: every member present goes to the
+dead-letter table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from zync_assets.etl.compile import CompiledRule
+from zync_assets.etl.expiry import parse_expiry
+
+TXN = "__txn"  # the transaction a member belongs to (topic-scoped id), else null
+GATED = "__gated"  # a member of a transaction not (yet) complete
+TXN_POS = "__txn_pos"  # a complete transaction's END position: where its outputs go
+TXN_EXPIRED = "__txn_expired"  # a gated member of a transaction past its expiry
+_COLLECTIONS = "array<struct<data_collection: string, event_count: bigint>>"
+
+
+def gate(routed: DataFrame, rules: list[CompiledRule], now: dt.datetime) -> DataFrame:
+    """`routed` with TXN, GATED, TXN_POS and TXN_EXPIRED (see the module doc)."""
+    gated = {t: r.rule.transaction_topic for r in rules if r.rule.gate for t in r.topics}
+    if not gated:
+        return routed.select(
+            "*",
+            F.lit(None).cast("string").alias(TXN),
+            F.lit(False).alias(GATED),
+            F.lit(None).cast(routed.schema["__pos"].dataType).alias(TXN_POS),
+            F.lit(False).alias(TXN_EXPIRED),
+        )
+    members = routed.withColumn(TXN, _member_of(gated))
+    ends = members.where(
+        F.col(TXN).isNotNull() & F.col("kafka.topic").isin(set(gated.values()))
+    ).select(TXN, F.col("__pos").alias("__end_pos"), _end_collections().alias("__c"))
+    expected = (
+        ends.select(TXN, F.explode_outer("__c").alias("__c"))
+        .select(
+            TXN,
+            _collection_topic(gated).alias("__topic"),
+            F.col("__c.event_count").alias("__count"),
+        )
+        .where(F.col("__topic").isNotNull())
+    )
+    seen = (
+        members.where(F.col(TXN).isNotNull() & F.col("kafka.topic").isin(list(gated)))
+        .groupBy(TXN, F.col("kafka.topic").alias("__topic"))
+        .agg(F.countDistinct(_order_in_collection()).alias("__seen"))
+    )
+    short = (
+        expected.join(seen, [TXN, "__topic"], "left")
+        .where(F.coalesce("__seen", F.lit(0)) < F.col("__count"))
+        .select(TXN)
+        .distinct()
+    )
+    complete = ends.select(TXN, "__end_pos").join(short, TXN, "left_anti")
+    complete = complete.dropDuplicates([TXN])  # an END Debezium sent twice
+    marked = (
+        members.join(complete, TXN, "left")
+        .select(
+            "*",
+            (F.col(TXN).isNotNull() & F.col("__end_pos").isNull()).alias(GATED),
+            F.col("__end_pos").alias(TXN_POS),
+        )
+        .drop("__end_pos")
+    )
+    return _with_expiry(marked, rules, now)
+
+
+def _member_of(gated: dict[str, str | None]) -> Column:
+    """A data event's transaction on a gated topic; an END record's on its transaction
+    topic. Ids are scoped by the transaction topic: two connectors may reuse one."""
+    topic = F.col("kafka.topic")
+    member = F.lit(None).cast("string")
+    for data_topic, txn_topic in gated.items():
+        data_id = F.expr("try_variant_get(value, '$.transaction.id', 'string')")
+        member = F.when(topic == data_topic, _scoped(txn_topic, data_id)).otherwise(member)
+    status = F.expr("try_variant_get(value, '$.status', 'string')")
+    end_id = F.expr("try_variant_get(value, '$.id', 'string')")
+    for txn_topic in set(gated.values()):
+        is_end = (topic == txn_topic) & (status == "END")
+        member = F.when(is_end, _scoped(txn_topic, end_id)).otherwise(member)
+    return member
+
+
+def _scoped(txn_topic: str | None, txn_id: Column) -> Column:
+    return F.when(txn_id.isNotNull(), F.concat(F.lit(f"{txn_topic}\u0000"), txn_id))
+
+
+def _end_collections() -> Column:
+    return F.expr(f"try_variant_get(value, '$.data_collections', '{_COLLECTIONS}')")
+
+
+def _collection_topic(gated: dict[str, str | None]) -> Column:
+    """The gated topic of an END's data collection (`<prefix>.<data_collection>`), else
+    null: collections the spec does not gate are not waited for."""
+    topic = F.lit(None).cast("string")
+    for data_topic, txn_topic in gated.items():
+        assert txn_topic is not None
+        prefix = txn_topic.removesuffix("transaction")
+        name = F.concat(F.lit(prefix), F.col("__c.data_collection"))
+        scope = F.col(TXN).startswith(f"{txn_topic}\u0000")
+        topic = F.when(scope & (name == data_topic), F.lit(data_topic)).otherwise(topic)
+    return topic
+
+
+def _order_in_collection() -> Column:
+    return F.expr("try_variant_get(value, '$.transaction.data_collection_order', 'bigint')")
+
+
+def _with_expiry(marked: DataFrame, rules: list[CompiledRule], now: dt.datetime) -> DataFrame:
+    """TXN_EXPIRED: gated, and the transaction's oldest member is older than the smallest
+    `expire-after` of the rules its transaction topic gates."""
+    bounds: dict[str, float] = {}
+    for rule in rules:
+        if rule.rule.gate and rule.rule.expire_after and rule.rule.transaction_topic:
+            seconds = parse_expiry(rule.rule.expire_after).seconds
+            assert seconds is not None  # rules.py: a gated rule expires by time
+            topic = rule.rule.transaction_topic
+            bounds[topic] = min(bounds.get(topic, seconds), seconds)
+    if not bounds:
+        return marked.withColumn(TXN_EXPIRED, F.lit(False))
+    cutoff = F.lit(None).cast("timestamp")
+    for topic, seconds in bounds.items():
+        at = F.lit(now - dt.timedelta(seconds=seconds))
+        cutoff = F.when(F.col(TXN).startswith(f"{topic}\u0000"), at).otherwise(cutoff)
+    oldest = marked.where(F.col(GATED)).groupBy(TXN).agg(F.min("kafka.timestamp").alias("__oldest"))
+    return (
+        marked.join(oldest, TXN, "left")
+        .withColumn(
+            TXN_EXPIRED, F.col(GATED) & F.coalesce(F.col("__oldest") < cutoff, F.lit(False))
+        )
+        .drop("__oldest")
+    )

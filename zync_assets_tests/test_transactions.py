@@ -1,0 +1,225 @@
+"""`gate: transaction` with Debezium-shaped transaction metadata: BEGIN/END records on
+`<prefix>.transaction` (`id`, `event_count`, `data_collections[]`) and data events carrying
+`transaction{id, total_order, data_collection_order}`, on two topics of two partitions.
+Real Kafka, ingest and ETL passes on Spark; each pass's outputs read back from staging."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from zync_assets.etl.run import run_etl
+from zync_assets.ingest.ingest import ingest
+from zync_assets.kafka.clients import ensure_topic
+from zync_assets.kafka.registry import Registry
+from zync_assets.pools import dead_letter_path, pool_exists, pool_path
+from zync_assets.spec import load_spec
+from zync_assets_tests.conftest import Stack
+
+pytestmark = pytest.mark.integration
+
+TABLES = ("orders", "items")
+
+
+@dataclass
+class Source:
+    """A Debezium-like connector: a topic per table (two partitions) and the transaction topic."""
+
+    stack: Stack
+    prefix: str
+    queued: list[tuple[str, int, bytes | None, bytes | None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for table in TABLES:
+            ensure_topic(self.stack.kafka, self.topic(table), 2)
+        ensure_topic(self.stack.kafka, self.transactions, 1)
+
+    def topic(self, table: str) -> str:
+        return f"{self.prefix}.public.{table}"
+
+    @property
+    def transactions(self) -> str:
+        return f"{self.prefix}.transaction"
+
+    def send(self, topic: str, partition: int, key: object, value: object) -> None:
+        encode = lambda v: None if v is None else json.dumps(v).encode()  # noqa: E731
+        self.queued.append((topic, partition, encode(key), encode(value)))
+
+    def flush(self) -> None:
+        """Send what was queued, in order (a producer per flush: none outlives the test)."""
+        producer = Producer({**self.stack.kafka.client_config(), "enable.idempotence": True})
+        for topic, partition, key, value in self.queued:
+            producer.produce(topic, value, key, partition=partition)
+        assert producer.flush(30) == 0
+        self.queued.clear()
+
+
+@dataclass
+class Txn:
+    """One source transaction: its events in commit order, then BEGIN/END markers."""
+
+    source: Source
+    id: str
+    rows: list[tuple[str, int, int]] = field(default_factory=list)  # table, row id, partition
+
+    def change(self, table: str, row: int, partition: int) -> Txn:
+        self.rows.append((table, row, partition))
+        return self
+
+    def begin(self) -> None:
+        self.source.send(self.source.transactions, 0, {"id": self.id},
+                         {"status": "BEGIN", "id": self.id, "event_count": None,
+                          "data_collections": None, "ts_ms": 1})  # fmt: skip
+
+    def end(self) -> None:
+        counts = {t: sum(1 for r in self.rows if r[0] == t) for t in TABLES}
+        collections = [{"data_collection": f"public.{t}", "event_count": n}
+                       for t, n in counts.items() if n]  # fmt: skip
+        self.source.send(self.source.transactions, 0, {"id": self.id},
+                         {"status": "END", "id": self.id, "event_count": len(self.rows),
+                          "data_collections": collections, "ts_ms": 2})  # fmt: skip
+
+    def event(self, index: int) -> None:
+        """The index-th change of the transaction, as Debezium writes it."""
+        table, row, partition = self.rows[index]
+        order = sum(1 for r in self.rows[: index + 1] if r[0] == table)
+        value = {
+            "op": "c", "before": None, "after": {"id": row, "table": table}, "ts_ms": 3,
+            "source": {"table": table},
+            "transaction": {"id": self.id, "total_order": index + 1,
+                            "data_collection_order": order},
+        }  # fmt: skip
+        self.source.send(self.source.topic(table), partition, {"id": row}, value)
+
+    def events(self, *indexes: int) -> None:
+        for index in indexes or range(len(self.rows)):
+            self.event(index)
+
+
+def write_spec(folder: Path, source: Source, raw: str, staging: str, expire: str = "") -> Path:
+    expiry = f", expire-after: {expire}" if expire else ""
+    rules = "\n".join(
+        f"  - {{type: stateless, gate: transaction, in: {source.topic(t)}, out: {source.prefix}_out"
+        f"{expiry}, sql: \"in.key AS key, named_struct('table', '{t}', 'id', in.after:id::bigint,"
+        f" 'txn', in.value:transaction.id::string) AS value\"}}"
+        for t in TABLES
+    )
+    inputs = "\n".join(
+        f"  - {{topic: {topic}, pool: {raw}, format: json}}"
+        for topic in (*(source.topic(t) for t in TABLES), source.transactions)
+    )
+    path = folder / f"{source.prefix}.yaml"
+    path.write_text(
+        f"inputs:\n{inputs}\noutputs:\n  - {{topic: {source.prefix}_out, pool: {staging}, "
+        f"format: json}}\ntransforms:\n{rules}\n"
+    )
+    return path
+
+
+@dataclass(frozen=True)
+class Output:
+    run: int
+    offset: int
+    table: str
+    id: int
+    txn: str | None
+
+
+def outputs(spark, staging: str) -> list[Output]:
+    frame = spark.read.format("delta").load(pool_path(staging)).where("kind = 'output'")
+    rows = frame.selectExpr(
+        "run", "kafka.offset AS o", "value:table::string AS t", "value:id::bigint AS i",
+        "value:txn::string AS x",
+    ).collect()  # fmt: skip
+    return sorted((Output(r.run, r.o, r.t, r.i, r.x) for r in rows), key=lambda o: o.offset)
+
+
+def etl_pass(spark, stack: Stack, registry: Registry, spec_path: Path, now=None):
+    spec = load_spec(spec_path)
+    for pool, topics in spec.raw_pools().items():
+        ingest(spark, pool, topics, stack.kafka, registry, formats=spec.formats())
+    [result] = run_etl(spark, spec, now=now)
+    return result
+
+
+def by_txn(found: list[Output]) -> dict[str | None, list[Output]]:
+    groups: dict[str | None, list[Output]] = {}
+    for out in found:
+        groups.setdefault(out.txn, []).append(out)
+    return groups
+
+
+def test_a_transactions_outputs_wait_for_its_end_and_all_its_events_then_land_together(
+    spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path
+) -> None:
+    source = Source(stack, f"txn{uuid.uuid4().hex[:6]}")
+    raw, staging = f"{source.prefix}_raw", f"{source.prefix}_staging"
+    spec = write_spec(tmp_path, source, raw, staging)
+    t1 = Txn(source, "501:10").change("orders", 1, 0).change("items", 11, 1).change("items", 12, 0)
+    t2 = Txn(source, "502:20").change("orders", 2, 1)
+    t3 = Txn(source, "503:30").change("orders", 3, 0).change("items", 13, 1)  # never ends
+    t4 = Txn(source, "504:40").change("orders", 4, 1).change("items", 14, 0)
+    # Pass 1: t1's END arrives before its last event; t2 is whole; t3 has no END; t4's
+    # events are all in but its END comes only in pass 2 (a transaction across passes).
+    t1.begin(), t1.events(0, 1), t2.begin(), t2.events(), t2.end(), t1.end()
+    t3.begin(), t3.events(0), t4.begin(), t4.events()
+    source.send(
+        source.topic("orders"), 0, {"id": 9}, {"op": "c", "after": {"id": 9}}
+    )  # no metadata
+    source.flush()
+    first = etl_pass(spark, stack, registry, spec)
+    found = by_txn(outputs(spark, staging))
+    assert set(found) == {"502:20", None}, found  # t2, and the event without metadata
+    assert [(o.table, o.id) for o in found["502:20"]] == [("orders", 2)]
+    assert first.pending == 6  # t1's two events and END, t3's event, t4's two events
+    # Pass 2: t1's last event, t4's END, t3's second event (t3 still has no END).
+    t1.events(2), t4.end(), t3.events(1)
+    source.flush()
+    second = etl_pass(spark, stack, registry, spec)
+    found = by_txn(outputs(spark, staging))
+    assert set(found) == {"502:20", None, "501:10", "504:40"}
+    for txn, rows in (("501:10", 3), ("504:40", 2)):
+        assert len(found[txn]) == rows
+        assert {o.run for o in found[txn]} == {second.run}  # one staging commit
+        offsets = sorted(o.offset for o in found[txn])
+        assert offsets == list(range(offsets[0], offsets[0] + rows))  # together
+    # t1's END came before t4's: t1's outputs first (commit order).
+    assert max(o.offset for o in found["501:10"]) < min(o.offset for o in found["504:40"])
+    all_offsets = sorted(o.offset for o in outputs(spark, staging))
+    assert all_offsets == list(range(len(all_offsets)))
+    assert second.pending == 2  # t3's two events wait for its END
+    assert second.cursors[source.topic("orders")][0] == 1  # held at t3's event
+
+
+def test_a_later_transaction_on_a_held_key_waits_whole_and_an_open_one_expires(
+    spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path
+) -> None:
+    source = Source(stack, f"txn{uuid.uuid4().hex[:6]}")
+    raw, staging = f"{source.prefix}_raw", f"{source.prefix}_staging"
+    spec = write_spec(tmp_path, source, raw, staging, expire="1h")
+    open_one = Txn(source, "601:10").change("orders", 1, 0)  # never ends
+    later = Txn(source, "602:20").change("orders", 1, 0).change("items", 21, 1)  # same key
+    open_one.begin(), open_one.events()
+    later.begin(), later.events(), later.end()
+    source.flush()
+    etl_pass(spark, stack, registry, spec)
+    # `later` is complete, but its orders event is behind the open one's (same key): the
+    # whole transaction waits, its items event too.
+    assert not pool_exists(pool_path(staging)) or outputs(spark, staging) == []
+    # Two hours on, the open transaction expires into the dead-letter table, and `later`
+    # goes, whole, in the same pass.
+    result = etl_pass(
+        spark, stack, registry, spec, now=dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)
+    )
+    assert result.expired == 1
+    found = by_txn(outputs(spark, staging))
+    assert set(found) == {"602:20"} and len(found["602:20"]) == 2
+    dead = spark.read.format("delta").load(dead_letter_path(staging)).collect()
+    assert [(r.topic, r.offset) for r in dead] == [(source.topic("orders"), 0)]
+    assert "source transaction 601:10 did not complete" in dead[0].reason
