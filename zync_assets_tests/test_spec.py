@@ -121,3 +121,55 @@ def test_find_specs(tmp_path: Path) -> None:
     (tmp_path / "a.yml").write_text("")
     (tmp_path / "notes.txt").write_text("")
     assert [p.name for p in find_specs(tmp_path)] == ["b.yaml", "a.yml"]
+
+
+GATED = """
+inputs:
+  - {topic: shop.public.a, pool: Raw}
+  - {topic: shop.public.b, pool: Raw}
+  - {topic: shop.transaction, pool: Raw}
+outputs:
+  - {topic: Out, pool: Staging}
+  - {topic: Other, pool: Elsewhere}
+transforms:
+"""
+GATED_RULE = "  - {{type: stateless, gate: transaction, in: shop.public.{t}, out: {o}, sql: 'in.key AS key, in.after AS value'{x}}}\n"
+
+
+def gated_rule(table: str, out: str = "Out", extra: str = "") -> str:
+    return GATED_RULE.format(t=table, o=out, x=extra)
+
+
+def test_a_gated_rule_finds_its_transaction_topic(tmp_path: Path) -> None:
+    spec = load_spec(
+        write(tmp_path, GATED + gated_rule("a") + gated_rule("b", extra=", expire-after: 10m"))
+    )
+    assert [r.transaction_topic for r in spec.transforms] == ["shop.transaction"] * 2
+    assert spec.transforms[1].expire_after == "10m"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (HEAD + "  - {type: stateless, gate: txn, in: A, out: Out, sql: 'in.key AS key, in.after AS value'}\n",
+         "transforms[1] gate: unknown gate 'txn' (transaction)"),
+        (HEAD + "  - {type: stateless, gate: transaction, in: A, out: Out, sql: 'in.key AS key, in.after AS value'}\n",
+         "transforms[1] gate: the spec reads no Debezium transaction topic for A: add "
+         "`<topic.prefix>.transaction` to its inputs"),
+        (GATED + gated_rule("a") + "  - {type: stateless, in: shop.public.a, out: Out, sql: 'in.key AS key, in.after AS value'}\n",
+         "transforms[2] gate: topic 'shop.public.a' is gated by rule 1: every rule that reads it needs `gate: transaction` too"),
+        (GATED + gated_rule("a") + gated_rule("b", out="Other"),
+         "transaction topic 'shop.transaction' gates outputs in several staging pools"),
+        (GATED + gated_rule("a", extra=", expire-after: 100 offsets"),
+         "transforms[1] expire-after: a gated rule's transactions expire after a time"),
+        (HEAD + "  - {type: stateless, in: A, out: Out, expire-after: 1h, sql: 'in.key AS key, in.after AS value'}\n",
+         "transforms[1] expire-after: a stateless rule's events never wait, unless it has `gate: transaction`"),
+        (GATED + "  - {type: stateless, in: shop.transaction, out: Out, sql: 'in.key AS key, in.after AS value'}\n" + gated_rule("a"),
+         "transaction topic 'shop.transaction' is read by a rule"),
+    ],
+)  # fmt: skip
+def test_gate_mistakes_are_named(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ZyncError, match=None) as caught:
+        load_spec(write(tmp_path, text))
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)

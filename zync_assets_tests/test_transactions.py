@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from zync_assets.etl.report import waiting_events
 from zync_assets.etl.run import run_etl
 from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.clients import ensure_topic
@@ -178,6 +179,14 @@ def test_a_transactions_outputs_wait_for_its_end_and_all_its_events_then_land_to
     assert set(found) == {"502:20", None}, found  # t2, and the event without metadata
     assert [(o.table, o.id) for o in found["502:20"]] == [("orders", 2)]
     assert first.pending == 6  # t1's two events and END, t3's event, t4's two events
+    pending = waiting_events(spark, load_spec(spec), staging)
+    reasons = {(w.topic, w.partition, w.offset): w.reason for w in pending}
+    items, orders = source.topic("items"), source.topic("orders")
+    t1_waits = f"waits for source transaction 501:10: {items} 1 of 2 events"
+    assert reasons[(source.transactions, 0, 3)] == t1_waits  # t1's END
+    assert reasons[(items, 1, 0)] == t1_waits
+    assert reasons[(orders, 0, 1)] == "waits for source transaction 503:30: its END record"
+    assert reasons[(items, 0, 0)] == "waits for source transaction 504:40: its END record"
     # Pass 2: t1's last event, t4's END, t3's second event (t3 still has no END).
     t1.events(2), t4.end(), t3.events(1)
     source.flush()

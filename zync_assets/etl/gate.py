@@ -28,6 +28,7 @@ dead-letter table.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -156,3 +157,65 @@ def _with_expiry(marked: DataFrame, rules: list[CompiledRule], now: dt.datetime)
         )
         .drop("__oldest")
     )
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    """A source transaction some of whose members wait in a pass, and what it lacks."""
+
+    id: str  # as Debezium names it
+    oldest: dt.datetime  # the Kafka timestamp of its oldest member
+    ended: bool  # its END record is in
+    counts: dict[str, tuple[int, int | None]]  # gated topic -> (events in, END's count)
+
+    def wants(self) -> str:
+        """What it waits for, e.g. `shop.public.items 1 of 2 events` or `its END record`."""
+        short = [
+            f"{topic} {seen} of {want} events"
+            for topic, (seen, want) in sorted(self.counts.items())
+            if want is not None and seen < want
+        ]
+        if not self.ended:
+            short.insert(0, "its END record")
+        return ", ".join(short) or "its events to be released whole"
+
+
+def open_transactions(gated_events: DataFrame, rules: list[CompiledRule]) -> list[OpenTransaction]:
+    """The transactions with members waiting in `gated_events` (gate()'s output), oldest
+    first: one small job, for `zync etl --pending` and `zync status`, not for every pass."""
+    gated = {t: r.rule.transaction_topic for r in rules if r.rule.gate for t in r.topics}
+    if not gated:
+        return []
+    members = gated_events.where(F.col(GATED))
+    ends = members.where(F.col("kafka.topic").isin(set(gated.values()))).select(
+        TXN, F.explode_outer(_end_collections()).alias("__c")
+    )
+    expected = ends.select(
+        TXN,
+        _collection_topic(gated).alias("__topic"),
+        F.col("__c.event_count").alias("__want"),
+        F.lit(True).alias("__ended"),
+    )
+    seen = (
+        members.where(F.col("kafka.topic").isin(list(gated)))
+        .groupBy(TXN, F.col("kafka.topic").alias("__topic"))
+        .agg(F.countDistinct(_order_in_collection()).alias("__seen"))
+    )
+    oldest = members.groupBy(TXN).agg(F.min("kafka.timestamp").alias("__oldest"))
+    ended = expected.select(TXN, "__ended").distinct()
+    rows = (
+        seen.join(
+            expected.drop("__ended").where(F.col("__topic").isNotNull()), [TXN, "__topic"], "full"
+        )
+        .join(oldest, TXN)
+        .join(ended, TXN, "left")
+        .collect()
+    )
+    found: dict[str, OpenTransaction] = {}
+    for row in rows:
+        txn_id = row[TXN].split("\u0000", 1)[1]
+        at = row["__oldest"].replace(tzinfo=dt.UTC)
+        entry = found.setdefault(txn_id, OpenTransaction(txn_id, at, bool(row["__ended"]), {}))
+        if row["__topic"] is not None:
+            entry.counts[row["__topic"]] = (row["__seen"] or 0, row["__want"])
+    return sorted(found.values(), key=lambda t: t.oldest)

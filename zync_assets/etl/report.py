@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from zync_assets.etl import classify as cl
 from zync_assets.etl.compile import compile_rules
+from zync_assets.etl.gate import TXN, OpenTransaction, open_transactions
 from zync_assets.etl.pending import classified_events
 from zync_assets.etl.state import read_state
 from zync_assets.pools import pool_path
@@ -63,7 +64,8 @@ def waiting_events(spark: SparkSession, spec: Spec, pool: str) -> list[Waiting]:
     rules = [r for r in compile_rules(spark, spec) if r.rule.out in topics]
     this = classified_events(spark, spec, pool, rules, now)
     try:
-        return _waiting(this.events, rules)
+        transactions = {t.id: t for t in open_transactions(this.routed, rules)}
+        return _waiting(this.events, rules, transactions)
     finally:
         this.release()
 
@@ -77,13 +79,15 @@ def pending_report(spark: SparkSession, spec: Spec) -> list[str]:
     return lines or ["no pending events"]
 
 
-def _waiting(classified, rules: list) -> list[Waiting]:
+def _waiting(classified, rules: list, transactions: dict[str, OpenTransaction]) -> list[Waiting]:
     by_number = {r.number: r.rule for r in rules}
     found = []
     waiting = classified.where(F.col("__status").isin(list(cl.WAITING_STATES)))
     for row in waiting.orderBy("kafka.topic", "kafka.partition", "kafka.offset").collect():
-        rule = by_number[row["__rule"]]
-        if row["__status"] == "blocked" and row["__held"] == cl.HELD_BY_PARTNER:
+        rule = by_number.get(row["__rule"])
+        if row["__held"] == cl.HELD_BY_TRANSACTION:
+            reason = _transaction_reason(row, transactions)
+        elif row["__status"] == "blocked" and row["__held"] == cl.HELD_BY_PARTNER:
             p = row["__partner"]
             reason = (
                 f"paired with {p.topic}[{p.partition}]@{p.offset}, which is blocked behind "
@@ -92,9 +96,22 @@ def _waiting(classified, rules: list) -> list[Waiting]:
         elif row["__status"] == "blocked":
             reason = "blocked behind an earlier pending event with the same key"
         else:
+            assert rule is not None  # only a denorm rule's events wait for a partner
             other = rule.right if row.kafka.topic == rule.left else rule.left
             reason = f"waits for a partner on {other} (rule {rule.number})"
         timestamp = row.kafka.timestamp.replace(tzinfo=dt.UTC)
         k = row.kafka
         found.append(Waiting(k.topic, k.partition, k.offset, str(row.key), timestamp, reason))
     return found
+
+
+def _transaction_reason(row, transactions: dict[str, OpenTransaction]) -> str:
+    txn_id = row[TXN].split("\u0000", 1)[1]
+    if row["__status"] == "waiting":
+        open_one = transactions.get(txn_id)
+        wants = open_one.wants() if open_one else "its END record and events"
+        return f"waits for source transaction {txn_id}: {wants}"
+    return (
+        f"source transaction {txn_id} is complete but waits whole: one of its events is "
+        "blocked behind an earlier pending event with its key"
+    )
