@@ -32,6 +32,7 @@ def append_once(
     metadata: str | None = None,
     partition_by: str | None = None,
     conflict: str = "",
+    merge_schema: bool = False,
 ) -> None:
     """Append `frame` as run `run` of `app_id` (a no-op if that run is already committed).
 
@@ -41,6 +42,8 @@ def append_once(
     if partition_by:
         writer = writer.partitionBy(partition_by)
     writer = writer.option("txnAppId", app_id).option("txnVersion", run)
+    if merge_schema:
+        writer = writer.option("mergeSchema", "true")
     if metadata is not None:
         writer = writer.option("userMetadata", metadata)
     try:

@@ -6,13 +6,14 @@ Real Kafka, ingest and ETL passes on Spark; each pass's outputs read back from s
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from zync_assets.etl.report import waiting_events
 from zync_assets.etl.run import run_etl
@@ -21,6 +22,7 @@ from zync_assets.kafka.clients import ensure_topic
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import dead_letter_path, pool_exists, pool_path
 from zync_assets.spec import load_spec
+from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests.conftest import Stack
 
 pytestmark = pytest.mark.integration
@@ -149,6 +151,23 @@ def etl_pass(spark, stack: Stack, registry: Registry, spec_path: Path, now=None)
     return result
 
 
+def kafka_offsets(stack: Stack, topic: str) -> list[tuple[int, dict]]:
+    """(offset, JSON value) of each committed record of one-partition `topic`: a Kafka
+    transaction's commit marker takes an offset, so a gap marks where one ended."""
+    consumer = Consumer({**stack.kafka.client_config(), "group.id": uuid.uuid4().hex,
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest"})  # fmt: skip
+    found = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        while (message := consumer.poll(10)) is not None and not message.error():
+            value = json.loads(message.value())
+            found.append((message.offset(), value.get("payload", value)))
+    finally:
+        consumer.close()
+    return found
+
+
 def by_txn(found: list[Output]) -> dict[str | None, list[Output]]:
     groups: dict[str | None, list[Output]] = {}
     for out in found:
@@ -203,6 +222,15 @@ def test_a_transactions_outputs_wait_for_its_end_and_all_its_events_then_land_to
     all_offsets = sorted(o.offset for o in outputs(spark, staging))
     assert all_offsets == list(range(len(all_offsets)))
     assert second.pending == 2  # t3's two events wait for its END
+    # to-kafka, one record per Kafka transaction asked: a source transaction still goes in one.
+    sync_pool(spark, staging, stack.kafka, registry, transaction_size=1, default_format="json")
+    offsets = kafka_offsets(stack, f"{source.prefix}_out")
+    assert len(offsets) == len(all_offsets)
+    for txn in ("501:10", "504:40"):
+        mine = sorted(o for o, value in offsets if value.get("txn") == txn)
+        assert mine == list(range(mine[0], mine[0] + len(mine))), (txn, offsets)  # no marker
+    singles = sorted(o for o, value in offsets if value.get("txn") in ("502:20", None))
+    assert all(b - a >= 2 for a, b in itertools.pairwise(singles)), offsets  # a marker each
     assert second.cursors[source.topic("orders")][0] == 1  # held at t3's event
 
 

@@ -93,6 +93,7 @@ def pair(routed: DataFrame, rule: CompiledRule) -> Pairs:
             event_struct().alias(name),
             F.col("__pos").alias(f"__{name}_pos"),
             F.col(TXN_POS).alias(f"__{name}_txn_pos"),
+            F.col(TXN).alias(f"__{name}_txn"),
         )
         frame = frame.withColumn("__jk", key).where(F.col("__jk").isNotNull())
         order = Window.partitionBy("__jk").orderBy(f"__{name}_pos")
@@ -101,7 +102,10 @@ def pair(routed: DataFrame, rule: CompiledRule) -> Pairs:
     lefts = side(rule.rule.left, "left", left_key)
     rights = side(rule.rule.right, "right", right_key)
     joined = lefts.join(rights, ["__jk", "__n"]).select(
-        "left", "right", F.coalesce("__left_txn_pos", "__left_pos").alias("__pos")
+        "left",
+        "right",
+        F.coalesce("__left_txn_pos", "__left_pos").alias("__pos"),
+        F.coalesce("__left_txn", "__right_txn").alias(TXN),  # the output's (tokafka/cuts.py)
     )
     return Pairs(rule, joined)
 

@@ -13,9 +13,12 @@ from zync_assets.etl.state import app_id
 from zync_assets.pools import dead_letter_path, pool_path
 
 
-def append_pass(frame: DataFrame, path: str, spec: str, pool: str, run: int, meta: str) -> None:
+def append_pass(
+    frame: DataFrame, path: str, spec: str, pool: str, run: int, meta: str,
+    merge_schema: bool = False,
+) -> None:  # fmt: skip
     append_once(
-        frame, path, app_id(spec, pool), run, meta, partition_by="kind",
+        frame, path, app_id(spec, pool), run, meta, partition_by="kind", merge_schema=merge_schema,
         conflict=f"another ETL wrote to staging pool {pool} while run {run} of {spec} was "
         "writing; this run wrote nothing: run it again",
     )  # fmt: skip

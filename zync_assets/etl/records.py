@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 
 from zync_assets.etl import classify as cl
 from zync_assets.etl.compile import CompiledRule, event_struct, select_outputs
-from zync_assets.etl.gate import TXN_POS
+from zync_assets.etl.gate import TXN, TXN_POS
 from zync_assets.etl.order import moved_outputs, output_offset, with_effective_position
 from zync_assets.variants import as_variant
 
@@ -29,9 +29,11 @@ def output_records(
 ) -> DataFrame | None:  # fmt: skip
     """Output records of this pass (None: no rule produced any), numbered per output topic."""
     produced = []
-    carry = ["__pos", "__src"]
+    carry = ["__pos", "__src", TXN]
     for found in pairs:
-        frame = found.frame.select("left", "right", "__pos", F.col("left.kafka").alias("__src"))
+        frame = found.frame.select(
+            "left", "right", "__pos", F.col("left.kafka").alias("__src"), TXN
+        )
         produced.append((found.rule, select_outputs(frame, found.rule.rule.sql, carry)))
     for rule in rules:
         if rule.rule.type != "stateless":
@@ -42,6 +44,7 @@ def output_records(
             event_struct().alias("in"),
             F.coalesce(TXN_POS, "__pos").alias("__pos"),  # a transaction's: its END's
             F.col("kafka").alias("__src"),
+            TXN,
         )
         produced.append((rule, select_outputs(frame, rule.rule.sql, carry)))
     if not produced:
@@ -60,11 +63,16 @@ def output_records(
     for part in parts[1:]:
         outputs = outputs.unionByName(part)
     moved = moved_outputs(classified)
-    return _number(with_effective_position(outputs, moved), run, next_offsets)
+    gated = any(r.rule.gate for r in rules)
+    return _number(with_effective_position(outputs, moved), run, next_offsets, gated)
 
 
-def _number(outputs: DataFrame, run: int, next_offsets: dict[str, int]) -> DataFrame:
+def _number(outputs: DataFrame, run: int, next_offsets: dict[str, int], gated: bool) -> DataFrame:
+    """Output records in the staging pool's layout. With gated rules, a `txn` column too:
+    each output's source transaction (topic-scoped), so that to-kafka never splits one
+    across Kafka transactions (tokafka/cuts.py)."""
     offset = output_offset(next_offsets)
+    transaction = [F.col(TXN).alias("txn")] if gated else []
     return outputs.select(
         F.lit("output").alias("kind"),
         F.struct(
@@ -83,6 +91,7 @@ def _number(outputs: DataFrame, run: int, next_offsets: dict[str, int]) -> DataF
             F.col("__src.partition").alias("partition"),
             F.col("__src.offset").alias("offset"),
         ).alias("source"),
+        *transaction,
     )
 
 

@@ -95,14 +95,15 @@ def _run_pool(
             next_offsets[topic] = next_offsets.get(topic, 0) + n
         records = done_records(classified, run)
         if outputs is not None:
-            records = outputs.unionByName(records)
+            records = outputs.unionByName(records, allowMissingColumns=True)  # `txn`
         cursors = new_cursors(summary, snap.raw_end, snap.state)
         meta = state_metadata(
             spec.name, run, attempt, cursors, next_offsets,
             outputs=sum(per_topic.values()), done=consumed, expired=counts.get("expired", 0),
             pending=pending,
         )  # fmt: skip
-        append_pass(records, path, spec.name, pool, run, meta)
+        gated = any(r.rule.gate for r in rules)  # a `txn` column joins older pools
+        append_pass(records, path, spec.name, pool, run, meta, merge_schema=gated)
     finally:
         this.release()
     committed = read_state(path, spec.name)

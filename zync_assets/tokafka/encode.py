@@ -72,12 +72,12 @@ def require_staging(pool: str) -> str:
     return require_pool(pool, "staging pool", STAGING_HINT)
 
 
-def _staging(spark: SparkSession, pool: str) -> DataFrame:
+def staging_of(spark: SparkSession, pool: str) -> DataFrame:
     return spark.read.format("delta").load(require_staging(pool))
 
 
 def output_topics(spark: SparkSession, pool: str) -> list[str]:
-    outputs = _staging(spark, pool).where("kind = 'output'")
+    outputs = staging_of(spark, pool).where("kind = 'output'")
     return sorted(r.topic for r in outputs.select("kafka.topic").distinct().collect())
 
 
@@ -85,7 +85,7 @@ def outputs_from(spark: SparkSession, pool: str, topic: str, start: int) -> Data
     """Output records of `topic` in `pool` with offset ≥ start: offset, key, value
     (VARIANTs; a tombstone's value is null)."""
     return (
-        _staging(spark, pool)
+        staging_of(spark, pool)
         .where((F.col("kind") == "output") & (F.col("kafka.topic") == topic))
         .where(F.col("kafka.offset") >= start)
         .select(F.col("kafka.offset").alias("offset"), "key", "value")
@@ -96,7 +96,7 @@ def load_files(spark: SparkSession, pool: str) -> None:
     """Plan a read of `pool` that matches no file. Delta loads the pool's newest snapshot
     (its files and their statistics, cached for the reads planned after it): after each
     commit that takes about half a second, which a caller can spend waiting on Kafka."""
-    _staging(spark, pool).where(F.col("kafka.offset") < 0).inputFiles()
+    staging_of(spark, pool).where(F.col("kafka.offset") < 0).inputFiles()
 
 
 def span(outputs: DataFrame, start: int) -> Span:

@@ -32,7 +32,15 @@ from zync_assets.kafka.offsets import watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings
 from zync_assets.tokafka import encode
-from zync_assets.tokafka.encode import Encoding, Span, output_topics, outputs_from, survey
+from zync_assets.tokafka.cuts import Cuts, transaction_cuts
+from zync_assets.tokafka.encode import (
+    Encoding,
+    Span,
+    output_topics,
+    outputs_from,
+    staging_of,
+    survey,
+)
 from zync_assets.tokafka.position import topic_position
 from zync_assets.tokafka.send import Fetched, FirstFetch, Sender
 from zync_assets.tokafka.senders import open_sender
@@ -170,7 +178,8 @@ def _sync(
             marks = position.high_water_marks
             return SyncResult(pool, topic, 0, start, start, marks, marks)
         codec, checked = schemas.encoding(sample, topic), True
-    run = _Run(pool, topic, schemas, sender, outputs, transaction_size, progress, checked)
+    cuts = transaction_cuts(staging_of(spark, pool), topic, start)
+    run = _Run(pool, topic, schemas, sender, outputs, transaction_size, progress, checked, cuts)
     sent = run.send_all(codec, start)
     after = {p.partition: p.high for p in watermarks(kafka, [topic])[topic]}
     return SyncResult(
@@ -190,6 +199,7 @@ class _Run:
     transaction_size: int
     progress: Progress | None
     checked: bool  # whether the offsets from the start on were found dense
+    cuts: Cuts  # where a Kafka transaction may end (never inside a source transaction)
     sent: int = 0  # records committed so far
     subjects: dict[str, int] = field(default_factory=dict)
 
@@ -278,21 +288,28 @@ def _chunks(run: _Run, codec: Encoding, first: FirstFetch, low: int, end: int) -
     FETCH_BYTES, and fetches the next range while this one is sent."""
     per_transaction = run.transaction_size
     size = _fetch_size(first.bytes_per_record, per_transaction)
+
+    def window_end(at: int) -> int:  # fetches end where a transaction may end
+        return min(run.cuts.allowed(min(at + size, end)), end)
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         fetched = first.records
         pending = None
         if fetched is None and low < end:
-            pending = pool.submit(run.fetch, codec, low, min(low + size, end))
+            pending = pool.submit(run.fetch, codec, low, window_end(low))
         while low < end:
             if fetched is None:
                 assert pending is not None
                 fetched = pending.result()
-            low += fetched.count
+            base, low = low, low + fetched.count
             size = _fetch_size(fetched.nbytes / max(fetched.count, 1), per_transaction)
             if low < end:
-                pending = pool.submit(run.fetch, codec, low, min(low + size, end))
-            for at in range(0, fetched.count, per_transaction):
-                yield fetched, at, min(at + per_transaction, fetched.count)
+                pending = pool.submit(run.fetch, codec, low, window_end(low))
+            at = 0
+            while at < fetched.count:
+                stop = min(run.cuts.allowed(base + at + per_transaction) - base, fetched.count)
+                yield fetched, at, stop
+                at = stop
             fetched = None
 
 
