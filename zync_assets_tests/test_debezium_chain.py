@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
 from zync_assets.demo.chain import Chain
 from zync_assets.demo.workload import Workload
@@ -39,8 +40,8 @@ def make_chain(stack: Stack, ports: CdcPorts, name: str, wire_format: str) -> Ch
     return Chain(name, wire_format, ports.source_db, ports.warehouse_db, ports.connect, registry_v2)
 
 
-def chain_spec(chain: Chain, folder: Path) -> Spec:
-    return load_spec(chain.write_spec(folder))
+def chain_spec(chain: Chain, folder: Path, gated: bool = False) -> Spec:
+    return load_spec(chain.write_spec(folder, gated))
 
 
 def pipeline_pass(spark, spec: Spec, stack: Stack, registry: Registry) -> None:
@@ -195,3 +196,36 @@ def test_the_warehouse_equals_the_source_join(
     assert_column_as_in_source(chain, "created_at")
     assert_lake_tables_equal_the_source(spark, chain)
     print(f"{wire_format}: converged in {seconds:.1f}s, {workload.transactions} transactions")
+
+
+@pytest.mark.timeout(900)
+def test_gated_by_debeziums_transaction_topic_each_source_transaction_lands_whole(
+    stack: Stack, cdc_ports: CdcPorts, spark, registry: Registry, lake: Path, tmp_path: Path
+) -> None:
+    """The same chain with every rule `gate: transaction`, over the connector's real
+    `<prefix>.transaction` topic: the warehouse still equals the source's join, and the
+    outputs of each source transaction are in one staging commit, numbered together."""
+    chain = make_chain(stack, cdc_ports, "gated_avro", "avro")
+    spec = chain_spec(chain, tmp_path, gated=True)
+    chain.create_source_tables()
+    chain.start_source_connector()
+    chain.start_sink_connector()
+    workload = Workload(seed=18)
+    workload.run(chain.source, TRANSACTIONS // 2)
+    converge(chain, lambda: pipeline_pass(spark, spec, stack, registry), spark=spark)
+
+    assert_no_duplicates(spark, chain)
+    assert_no_dead_letters(spark, chain)
+    staging = spark.read.format("delta").load(pool_path(f"{chain.name}_staging"))
+    spans = (
+        staging.where("kind = 'output' AND txn IS NOT NULL")
+        .groupBy("txn")
+        .agg(
+            F.count("*").alias("n"), F.countDistinct("run").alias("runs"),
+            F.min("kafka.offset").alias("first"), F.max("kafka.offset").alias("last"),
+        )
+        .collect()
+    )  # fmt: skip
+    several = [r for r in spans if r.n > 1]
+    assert several, "no source transaction had two outputs: the check would prove nothing"
+    assert all(r.runs == 1 and r.last - r.first == r.n - 1 for r in spans), spans

@@ -147,8 +147,9 @@ class Chain:
             f"__debezium-heartbeat.{self.name}",
         )
 
-    def write_spec(self, folder: Path) -> Path:
-        """etl_specs/shop.yaml for this chain: its topics, output topic, pools and format."""
+    def write_spec(self, folder: Path, gated: bool = False) -> Path:
+        """etl_specs/shop.yaml for this chain: its topics, output topic, pools and format;
+        `gated`: every rule with `gate: transaction`, over Debezium's transaction topic."""
         text = (
             SHOP_SPEC.read_text()
             .replace("shop.public.", f"{self.name}.public.")
@@ -157,6 +158,11 @@ class Chain:
             .replace("ShopStaging", f"{self.name}_staging")
         )
         spec = yaml.safe_load(text)
+        if gated:
+            raw = spec["inputs"][0]["pool"]
+            spec["inputs"].append({"topic": f"{self.name}.transaction", "pool": raw})
+            for rule in spec["transforms"]:
+                rule["gate"] = "transaction"
         for route in spec["inputs"] + spec["outputs"]:
             route["format"] = self.wire_format
         path = folder / f"{self.name}.yaml"
