@@ -1,0 +1,203 @@
+"""What `gate: transaction` costs: `python -m bench.txn_bench [--txns N] [--history N]`.
+
+Side by side in one process and one SparkSession, over the same raw events:
+  gated    one ETL pass of two `gate: transaction` stateless rules (orders, items) over
+           N source transactions of 10 events each (5 per topic) and their BEGIN and END
+           records on `bench.transaction`
+  ungated  the same rules without the gate, over the same data events
+and the events/s of each (`gated_over_ungated`). Then history: a pass over `--new`
+transactions with `--history` completed transactions (one event each) behind the cursor,
+against the same pass with `--new` behind it (`history_ratio`).
+Raw rows are generated in Spark and committed the way ingest commits them (Kafka is not
+involved: this measures ETL). Appends to docs/BENCHMARKS.md, writes bench/results/txn.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import tempfile
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from bench.common import machine, write_results
+from bench.etl_bench import commit_raw, etl_pass
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
+PER_TOPIC = 5  # events per topic per transaction
+TOPICS = ("bench.public.orders", "bench.public.items")
+TRANSACTIONS = "bench.transaction"
+RULE = """
+  - type: stateless
+    in: %(topic)s
+    out: bench_out%(gate)s
+    sql: in.key AS key, named_struct('id', in.after:id::bigint, 'txn', in.value:transaction.id::string) AS value"""
+KAFKA = "struct<topic: string, partition: int, offset: bigint, timestamp: timestamp>"
+DEAD = "struct<reason: string, key: binary, value: binary>"
+
+
+def spec_text(raw: str, staging: str, gated: bool) -> str:
+    inputs = [*TOPICS, TRANSACTIONS] if gated else list(TOPICS)
+    gate = "\n    gate: transaction" if gated else ""
+    return (
+        "inputs:\n"
+        + "".join(f"  - {{topic: {t}, pool: {raw}}}\n" for t in inputs)
+        + f"outputs:\n  - {{topic: bench_out, pool: {staging}}}\ntransforms:"
+        + "".join(RULE % {"topic": t, "gate": gate} for t in TOPICS)
+        + "\n"
+    )
+
+
+def _row(topic: str, offset: Column, millis: Column, key: Column, value: Column) -> list:
+    stamp = F.timestamp_millis(F.lit(1_767_225_600_000) + millis)
+    return [
+        F.struct(F.lit(topic), F.lit(0), offset, stamp).cast(KAFKA).alias("kafka"),
+        F.parse_json(key).alias("key"),
+        F.parse_json(value).alias("value"),
+        F.lit(None).cast(DEAD).alias("dead_letter"),
+    ]
+
+
+def transaction_rows(
+    spark: SparkSession, first: int, count: int, per_topic: int, base: dict[str, int]
+) -> DataFrame:
+    """Transactions `first`..`first + count - 1`: `per_topic` creates on each topic, then
+    BEGIN and END on the transaction topic; each topic's offsets from `base[topic]` on."""
+    events = spark.range(first * per_topic, (first + count) * per_topic)
+    n = F.col("id")
+    txn, index_in_txn = F.floor(n / per_topic), n % per_topic
+    rank = n - first * per_topic  # the event's place among this call's events of a topic
+    parts = []
+    for index, topic in enumerate(TOPICS):
+        value = F.format_string(
+            '{"op": "c", "after": {"id": %d}, "transaction": {"id": "tx-%d", '
+            '"total_order": %d, "data_collection_order": %d}}',
+            n, txn, index_in_txn + 1 + index * per_topic, index_in_txn + 1,
+        )  # fmt: skip
+        key = F.format_string('{"id": %d}', n)
+        offset = F.lit(base[topic]) + rank
+        parts.append(events.select(*_row(topic, offset, 3 * n + index, key, value)))
+    t = F.col("id")
+    collections = ", ".join(
+        f'{{"data_collection": "{topic.split(".", 1)[1]}", "event_count": {per_topic}}}'
+        for topic in TOPICS
+    )
+    end = F.format_string(
+        '{"status": "END", "id": "tx-%d", "event_count": '
+        f'{per_topic * len(TOPICS)}, "data_collections": [{collections}]}}',
+        t,
+    )
+    begin = F.format_string('{"status": "BEGIN", "id": "tx-%d"}', t)
+    key = F.format_string('{"id": "tx-%d"}', t)
+    last = 3 * (t + 1) * per_topic  # after the transaction's last event
+    at = F.lit(base[TRANSACTIONS]) + 2 * (t - first)
+    ids = spark.range(first, first + count)
+    parts.append(ids.select(*_row(TRANSACTIONS, at, last - 2, key, begin)))
+    parts.append(ids.select(*_row(TRANSACTIONS, at + 1, last, key, end)))
+    rows = parts[0]
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    return rows
+
+
+def append(spark: SparkSession, raw: str, run: int, first: int, count: int, per_topic: int,
+           base: dict[str, int]) -> dict[str, int]:  # fmt: skip
+    """Commit the transactions to `raw` as ingest's run `run`; each topic's end offset."""
+    ends = {t: base[t] + count * per_topic for t in TOPICS}
+    ends[TRANSACTIONS] = base[TRANSACTIONS] + 2 * count
+    commit_raw(spark, raw, run, transaction_rows(spark, first, count, per_topic, base), ends)
+    return ends
+
+
+NO_OFFSETS = dict.fromkeys((*TOPICS, TRANSACTIONS), 0)
+
+
+def side_by_side(spark: SparkSession, work: Path, name: str, txns: int) -> dict[str, float]:
+    """One raw pool; a gated and an ungated spec each make one pass over all of it."""
+    raw = f"{name}Raw"
+    append(spark, raw, 1, 0, txns, PER_TOPIC, NO_OFFSETS)
+    seconds = {}
+    for gated in (False, True):
+        label = "gated" if gated else "ungated"
+        spec_path = work / f"{name}_{label}.yaml"
+        spec_path.write_text(spec_text(raw, f"{name}_{label}_staging", gated))
+        seconds[label], result = etl_pass(spark, spec_path)
+        outputs = sum(result.outputs.values())
+        assert outputs == txns * PER_TOPIC * len(TOPICS) and result.pending == 0, result
+    return seconds
+
+
+def history_pass(spark: SparkSession, work: Path, name: str, behind: int, new: int) -> float:
+    """Seconds of a gated pass over `new` transactions (10 events each) with `behind`
+    completed transactions of two events each (one per topic) behind the cursor."""
+    raw, spec_path = f"{name}Raw", work / f"{name}.yaml"
+    spec_path.write_text(spec_text(raw, f"{name}Staging", gated=True))
+    ends = append(spark, raw, 1, 0, behind, 1, NO_OFFSETS)
+    _, done = etl_pass(spark, spec_path)
+    assert done.pending == 0 and sum(done.outputs.values()) == 2 * behind, done
+    append(spark, raw, 2, behind, new, PER_TOPIC, ends)
+    seconds, result = etl_pass(spark, spec_path)
+    assert sum(result.outputs.values()) == new * PER_TOPIC * len(TOPICS), result
+    assert result.pending == 0, result
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--txns", type=int, default=100_000, help="transactions of 10 events")
+    parser.add_argument("--history", type=int, default=1_000_000, help="completed transactions")
+    parser.add_argument("--new", type=int, default=1_000, help="new transactions (10 events)")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="zync-txn-bench-"))
+    os.environ["ZYNC_LAKE"] = str(work / "lake")
+    os.environ.setdefault("ZYNC_SPARK_FAST_START", "0")
+    from zync_assets.spark import spark_session
+
+    spark = spark_session("txn-bench")
+    side_by_side(spark, work, "Warmup", 2_000)  # JIT, caches
+    seconds = side_by_side(spark, work, "Main", args.txns)
+    events = args.txns * PER_TOPIC * len(TOPICS)
+    rates = {k: events / v for k, v in seconds.items()}
+    small = history_pass(spark, work, "Small", args.new * PER_TOPIC * len(TOPICS), args.new)
+    big = history_pass(spark, work, "Big", args.history, args.new)
+    small2 = history_pass(spark, work, "Small2", args.new * PER_TOPIC * len(TOPICS), args.new)
+    small_s = min(small, small2)
+    ratio, history_ratio = rates["gated"] / rates["ungated"], big / small_s
+    new_events = args.new * PER_TOPIC * len(TOPICS)
+    report = "\n".join([
+        f"### Source transactions (`gate: transaction`), {dt.date.today()} — {machine()}",
+        "",
+        f"One ETL pass over {events:,} events in {args.txns:,} source transactions across two "
+        f"topics (plus {2 * args.txns:,} BEGIN/END records), two stateless rules, side by side:",
+        "",
+        "| rules | pass (s) | events/s |",
+        "|---|---:|---:|",
+        f"| ungated | {seconds['ungated']:.1f} | {rates['ungated']:,.0f} |",
+        f"| `gate: transaction` | {seconds['gated']:.1f} | {rates['gated']:,.0f} |",
+        "",
+        f"Gated over ungated: **{ratio:.2f}** (target ≥ 0.5).",
+        "",
+        f"A gated pass over {args.new:,} new transactions ({new_events:,} events) with "
+        f"{args.history:,} completed transactions behind the cursor: {big:.2f} s; with "
+        f"{new_events:,} events behind it: {small_s:.2f} s (best of two). "
+        f"Ratio: **{history_ratio:.2f}** (target ≤ 1.5).",
+    ])  # fmt: skip
+    print(report)
+    with RESULTS.open("a") as out:
+        out.write("\n" + report + "\n")
+    write_results("txn", {
+        "transactions": args.txns, "events": events,
+        "ungated_pass_s": round(seconds["ungated"], 3), "gated_pass_s": round(seconds["gated"], 3),
+        "ungated_events_per_s": round(rates["ungated"]), "gated_events_per_s": round(rates["gated"]),
+        "gated_over_ungated": round(ratio, 3),
+        "history_transactions": args.history, "new_transactions": args.new,
+        "pass_with_history_s": round(big, 3), "pass_with_small_history_s": round(small_s, 3),
+        "history_ratio": round(history_ratio, 3),
+    })  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
