@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from zync_assets.etl.report import waiting_events
+from zync_assets.etl.report import pending_view
 from zync_assets.etl.state import read_state
 from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.ranges import Offsets
@@ -75,6 +75,8 @@ class StagingStatus:
     expired: int  # events that waited too long, copied to `<pool>_dlq`
     outputs: list[OutputStatus]
     exists: bool = True  # False: no pool in the lake yet (the ETL never committed)
+    open_transactions: int = 0  # source transactions its gated rules wait on
+    oldest_open_transaction: dt.datetime | None = None
 
     @property
     def lag(self) -> int:
@@ -156,7 +158,8 @@ def staging_status(
     spark: SparkSession, kafka: KafkaSettings, spec: Spec, pool: str
 ) -> StagingStatus:
     state = read_state(pool_path(pool), spec.name)
-    waiting = waiting_events(spark, spec, pool)
+    view = pending_view(spark, spec, pool)
+    waiting = view.events
     outputs = [
         _output_status(kafka, pool, topic, state.next_offsets.get(topic, 0))
         for topic in spec.staging_pools()[pool]
@@ -170,6 +173,8 @@ def staging_status(
         expired=dead_letter_count(spark, pool),
         outputs=outputs,
         exists=pool_exists(pool_path(pool)),
+        open_transactions=len(view.transactions),
+        oldest_open_transaction=min((t.oldest for t in view.transactions), default=None),
     )
 
 

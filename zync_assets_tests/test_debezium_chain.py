@@ -11,10 +11,12 @@ input's done record once.
 from __future__ import annotations
 
 import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
+from confluent_kafka import Consumer, TopicPartition
 
 from zync_assets.demo.chain import Chain
 from zync_assets.demo.workload import Workload
@@ -44,7 +46,9 @@ def chain_spec(chain: Chain, folder: Path, gated: bool = False) -> Spec:
     return load_spec(chain.write_spec(folder, gated))
 
 
-def pipeline_pass(spark, spec: Spec, stack: Stack, registry: Registry) -> None:
+def pipeline_pass(
+    spark, spec: Spec, stack: Stack, registry: Registry, transaction_size: int = 200_000
+) -> None:
     """One pass of every zync stage: ingest, ETL, to-kafka, lake tables."""
     formats = spec.formats()
     for pool, topics in spec.raw_pools().items():
@@ -53,7 +57,8 @@ def pipeline_pass(spark, spec: Spec, stack: Stack, registry: Registry) -> None:
     outputs = {topic: wire.value for topic, wire in formats.items()}
     for pool in {o.pool for o in spec.outputs}:
         if pool_exists(pool_path(pool)):  # ETL makes it with its first outputs
-            sync_pool(spark, pool, stack.kafka, registry, formats=outputs)
+            sync_pool(spark, pool, stack.kafka, registry, formats=outputs,
+                      transaction_size=transaction_size)  # fmt: skip
     run_tables(spark, spec, registry)
 
 
@@ -77,6 +82,26 @@ def converge(chain: Chain, step, timeout: float = CONVERGE_TIMEOUT_S, spark=None
         f"the warehouse did not converge in {timeout:g}s: {len(got)} rows against "
         f"{len(expected)} expected; missing {missing}; unexpected {extra}{trace}"
     )
+
+
+@dataclass(frozen=True)
+class Sent:
+    offset: int
+
+
+def kafka_records(stack: Stack, topic: str) -> list[Sent]:
+    """The committed records of one-partition `topic` with their Kafka offsets (read_committed:
+    a transaction's commit marker takes an offset, so gaps mark where transactions ended)."""
+    consumer = Consumer({**stack.kafka.client_config(), "group.id": uuid.uuid4().hex,
+                         "isolation.level": "read_committed", "enable.partition.eof": True})  # fmt: skip
+    found = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        while (message := consumer.poll(10)) is not None and not message.error():
+            found.append(Sent(message.offset()))
+    finally:
+        consumer.close()
+    return found
 
 
 def trace_invoices(spark, chain: Chain, ids: list[int]) -> str:
@@ -203,8 +228,9 @@ def test_gated_by_debeziums_transaction_topic_each_source_transaction_lands_whol
     stack: Stack, cdc_ports: CdcPorts, spark, registry: Registry, lake: Path, tmp_path: Path
 ) -> None:
     """The same chain with every rule `gate: transaction`, over the connector's real
-    `<prefix>.transaction` topic: the warehouse still equals the source's join, and the
-    outputs of each source transaction are in one staging commit, numbered together."""
+    `<prefix>.transaction` topic: the warehouse still equals the source's join, each source
+    transaction's outputs are in one staging commit, and to-kafka, asked for one record
+    per Kafka transaction, still sends each source transaction in one."""
     chain = make_chain(stack, cdc_ports, "gated_avro", "avro")
     spec = chain_spec(chain, tmp_path, gated=True)
     chain.create_source_tables()
@@ -212,20 +238,26 @@ def test_gated_by_debeziums_transaction_topic_each_source_transaction_lands_whol
     chain.start_sink_connector()
     workload = Workload(seed=18)
     workload.run(chain.source, TRANSACTIONS // 2)
-    converge(chain, lambda: pipeline_pass(spark, spec, stack, registry), spark=spark)
+    step = lambda: pipeline_pass(spark, spec, stack, registry, transaction_size=1)  # noqa: E731
+    converge(chain, step, spark=spark)
 
     assert_no_duplicates(spark, chain)
     assert_no_dead_letters(spark, chain)
     staging = spark.read.format("delta").load(pool_path(f"{chain.name}_staging"))
-    spans = (
-        staging.where("kind = 'output' AND txn IS NOT NULL")
-        .groupBy("txn")
-        .agg(
-            F.count("*").alias("n"), F.countDistinct("run").alias("runs"),
-            F.min("kafka.offset").alias("first"), F.max("kafka.offset").alias("last"),
-        )
-        .collect()
-    )  # fmt: skip
-    several = [r for r in spans if r.n > 1]
-    assert several, "no source transaction had two outputs: the check would prove nothing"
-    assert all(r.runs == 1 and r.last - r.first == r.n - 1 for r in spans), spans
+    outputs = staging.where("kind = 'output'").selectExpr("kafka.offset AS o", "txn", "run")
+    rows = sorted(outputs.collect())
+    assert [r.o for r in rows] == list(range(len(rows)))
+    sent = [r.offset for r in kafka_records(stack, chain.output_topic)]  # i-th: staging i
+    assert len(sent) == len(rows)
+    spans: dict[str, list] = {}
+    for row, at in zip(rows, sent, strict=True):
+        if row.txn is not None:
+            spans.setdefault(row.txn, []).append((row.run, at))
+    assert any(len(members) > 1 for members in spans.values()), "nothing to prove"
+    committed = set(sent)
+    for txn, members in spans.items():
+        assert len({run for run, _ in members}) == 1, (txn, members)  # one staging commit
+        low, high = min(at for _, at in members), max(at for _, at in members)
+        # No commit marker (an offset holding no record) between its first and last
+        # record: one Kafka transaction, whatever else it holds.
+        assert all(o in committed for o in range(low, high + 1)), (txn, members)

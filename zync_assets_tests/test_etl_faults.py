@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
 from bench.etl_bench import SPEC, append_raw
 from zync_assets.etl.run import run_etl
@@ -26,6 +27,18 @@ def staged(spark, lake: Path) -> tuple[list[int], list[tuple], int]:
     )
     done = staging.where("kind = 'done'").select("kafka.topic", "kafka.offset")
     return outputs, done.collect(), done.distinct().count()
+
+
+def kill_passes_then_finish(spec: Path, env: dict[str, str], rng: random.Random, kills: int):
+    """`zync etl SPEC` killed -9 `kills` times 8-15 s in, then a pass that must succeed."""
+    for _ in range(kills):
+        proc = subprocess.Popen([ZYNC, "etl", str(spec)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+        time.sleep(rng.uniform(8, 15))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    done = run_zync("etl", str(spec), env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture
@@ -45,15 +58,7 @@ def test_kill_9_during_etl_then_rerun_gives_each_output_and_done_record_once(
     time budget keeps one of the two.)"""
     lake, spec = orders
     env = stack.env(ZYNC_LAKE=str(lake))
-    rng = random.Random(11)
-    for _ in range(4):
-        proc = subprocess.Popen([ZYNC, "etl", str(spec)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
-        time.sleep(rng.uniform(8, 15))
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    done = run_zync("etl", str(spec), env=env, timeout=600)
-    assert done.returncode == 0, done.stderr
+    kill_passes_then_finish(spec, env, random.Random(11), kills=4)
     (again,) = run_etl(spark, load_spec(spec))  # in-process: ZYNC_LAKE is this test's lake
     assert again.note == "nothing new to ETL"
     outputs, records, distinct = staged(spark, lake)
@@ -78,3 +83,30 @@ def test_two_concurrent_etl_passes_never_duplicate(
     outputs, records, distinct = staged(spark, lake)
     assert outputs == list(range(40_000))
     assert len(records) == distinct == 80_000
+
+
+def test_kill_9_during_a_gated_pass_then_rerun_gives_each_transaction_once_and_whole(
+    spark, stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gate: transaction` under kill -9: 3,000 source transactions of 10 events over two
+    topics and their BEGIN/END records; each output and done record once, and each
+    transaction's outputs in one commit, numbered together."""
+    from bench.txn_bench import NO_OFFSETS, append, spec_text
+
+    lake = tmp_path / "lake"
+    monkeypatch.setenv("ZYNC_LAKE", str(lake))
+    spec = tmp_path / "gated.yaml"
+    spec.write_text(spec_text("Raw", "Staging", gated=True))
+    append(spark, "Raw", 1, 0, 3_000, 5, NO_OFFSETS)
+    env = stack.env(ZYNC_LAKE=str(lake))
+    kill_passes_then_finish(spec, env, random.Random(12), kills=3)
+    outputs, records, distinct = staged(spark, lake)
+    assert outputs == list(range(30_000))
+    assert len(records) == distinct == 30_000 + 6_000  # every event, BEGIN and END once
+    staging = spark.read.format("delta").load(str(lake / "Staging")).where("kind = 'output'")
+    spans = staging.groupBy("txn").agg(
+        F.count("*").alias("n"), F.countDistinct("run").alias("runs"),
+        (F.max("kafka.offset") - F.min("kafka.offset")).alias("width"),
+    )  # fmt: skip
+    assert spans.where("n != 10 OR runs != 1 OR width != 9").count() == 0
+    assert spans.count() == 3_000

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from zync_assets.etl.report import waiting_events
+from zync_assets.etl.report import pending_report, waiting_events
 from zync_assets.etl.run import run_etl
 from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.clients import ensure_topic
@@ -84,8 +84,12 @@ class Txn:
         counts = {t: sum(1 for r in self.rows if r[0] == t) for t in TABLES}
         collections = [{"data_collection": f"public.{t}", "event_count": n}
                        for t, n in counts.items() if n]  # fmt: skip
-        self.source.send(self.source.transactions, 0, {"id": self.id},
-                         {"status": "END", "id": self.id, "event_count": len(self.rows),
+        # As Debezium's PostgreSQL connector writes it: `<txId>:<LSN>`, with the commit's
+        # LSN, where BEGIN and the events have the BEGIN's.
+        txid, begin_lsn = self.id.split(":")
+        end_id = f"{txid}:{int(begin_lsn) + 7}"
+        self.source.send(self.source.transactions, 0, {"id": end_id},
+                         {"status": "END", "id": end_id, "event_count": len(self.rows),
                           "data_collections": collections, "ts_ms": 2})  # fmt: skip
 
     def event(self, index: int) -> None:
@@ -198,14 +202,15 @@ def test_a_transactions_outputs_wait_for_its_end_and_all_its_events_then_land_to
     assert set(found) == {"502:20", None}, found  # t2, and the event without metadata
     assert [(o.table, o.id) for o in found["502:20"]] == [("orders", 2)]
     assert first.pending == 6  # t1's two events and END, t3's event, t4's two events
+    assert first.transactions.open == 3  # t1, t3, t4
     pending = waiting_events(spark, load_spec(spec), staging)
     reasons = {(w.topic, w.partition, w.offset): w.reason for w in pending}
     items, orders = source.topic("items"), source.topic("orders")
-    t1_waits = f"waits for source transaction 501:10: {items} 1 of 2 events"
+    t1_waits = f"waits for source transaction 501: {items} 1 of 2 events"
     assert reasons[(source.transactions, 0, 3)] == t1_waits  # t1's END
     assert reasons[(items, 1, 0)] == t1_waits
-    assert reasons[(orders, 0, 1)] == "waits for source transaction 503:30: its END record"
-    assert reasons[(items, 0, 0)] == "waits for source transaction 504:40: its END record"
+    assert reasons[(orders, 0, 1)] == "waits for source transaction 503: its END record"
+    assert reasons[(items, 0, 0)] == "waits for source transaction 504: its END record"
     # Pass 2: t1's last event, t4's END, t3's second event (t3 still has no END).
     t1.events(2), t4.end(), t3.events(1)
     source.flush()
@@ -222,6 +227,10 @@ def test_a_transactions_outputs_wait_for_its_end_and_all_its_events_then_land_to
     all_offsets = sorted(o.offset for o in outputs(spark, staging))
     assert all_offsets == list(range(len(all_offsets)))
     assert second.pending == 2  # t3's two events wait for its END
+    assert second.transactions.open == 1
+    report = pending_report(spark, load_spec(spec))
+    assert report[0].startswith("open source transaction 503 age ")
+    assert report[0].endswith(": waits for its END record"), report
     # to-kafka, one record per Kafka transaction asked: a source transaction still goes in one.
     sync_pool(spark, staging, stack.kafka, registry, transaction_size=1, default_format="json")
     offsets = kafka_offsets(stack, f"{source.prefix}_out")
@@ -254,7 +263,7 @@ def test_a_later_transaction_on_a_held_key_waits_whole_and_an_open_one_expires(
     result = etl_pass(
         spark, stack, registry, spec, now=dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)
     )
-    assert result.expired == 1
+    assert result.expired == 1 and result.transactions.expired == 1
     found = by_txn(outputs(spark, staging))
     assert set(found) == {"602:20"} and len(found["602:20"]) == 2
     dead = spark.read.format("delta").load(dead_letter_path(staging)).collect()

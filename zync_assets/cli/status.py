@@ -72,14 +72,17 @@ def raw_table(statuses: list[RawStatus]) -> Table:
 def staging_table(statuses: list[StagingStatus]) -> Table:
     table = _table(
         "staging pools: raw pool cursor − ETL cursor",
-        ("pool", "spec", "input lag", "pending", "oldest pending", "expired"),
+        ("pool", "spec", "input lag", "pending", "oldest pending", "open txns", "expired"),
         ("pool", "spec"),
     )
+    now = dt.datetime.now(dt.UTC)
     for status in statuses:
+        oldest = status.oldest_open_transaction
+        txns = f"{status.open_transactions} ({_age(now - oldest)})" if oldest else "0"
         table.add_row(
             escape(_pool_cell(status.pool, status.exists)), escape(status.spec),
             str(status.lag), str(status.pending), _age(status.oldest_pending_age()),
-            str(status.expired),
+            txns, str(status.expired),
         )  # fmt: skip
     return table
 
@@ -150,6 +153,7 @@ def status_document(
                 "input_lag": s.lag, "pending": s.pending,
                 "oldest_pending_age_s": age.total_seconds()
                 if (age := s.oldest_pending_age()) is not None else None,
+                "open_transactions": s.open_transactions,
                 "expired": s.expired,
                 "outputs": [
                     {"topic": o.topic, "staged": o.staged, "sent": o.sent, "unsent": o.lag}

@@ -16,6 +16,10 @@ them, and its END record — is gated: it waits (and holds its partition's curso
 complete, the members are classified as usual, and their outputs take the position of
 the END record (the transaction's commit) in the pass's numbering.
 
+Debezium's PostgreSQL connector names a transaction `<txId>:<LSN>`, with the LSN of its
+BEGIN in BEGIN and in the events but the LSN of its commit in END (seen with Debezium
+3.6): ids of that shape are matched on the txId. Other connectors' ids match whole.
+
 Rules for what has no transaction metadata: an event without a `transaction` block (one
 written before the connector provided it, or a tombstone) is not gated; BEGIN records are
 done at once (`unmatched`).
@@ -109,7 +113,10 @@ def _member_of(gated: dict[str, str | None]) -> Column:
 
 
 def _scoped(txn_topic: str | None, txn_id: Column) -> Column:
-    return F.when(txn_id.isNotNull(), F.concat(F.lit(f"{txn_topic}\u0000"), txn_id))
+    key = F.when(
+        txn_id.rlike(r"^[0-9]+:[0-9]+$"), F.regexp_extract(txn_id, r"^([0-9]+):", 1)
+    ).otherwise(txn_id)
+    return F.when(txn_id.isNotNull(), F.concat(F.lit(f"{txn_topic}\u0000"), key))
 
 
 def _end_collections() -> Column:
@@ -219,3 +226,30 @@ def open_transactions(gated_events: DataFrame, rules: list[CompiledRule]) -> lis
         if row["__topic"] is not None:
             entry.counts[row["__topic"]] = (row["__seen"] or 0, row["__want"])
     return sorted(found.values(), key=lambda t: t.oldest)
+
+
+@dataclass(frozen=True)
+class TransactionCounts:
+    """A pass's source transactions: still open (with the oldest one's first event), and
+    expired in it."""
+
+    open: int = 0
+    oldest_open: dt.datetime | None = None
+    expired: int = 0
+
+
+def transaction_counts(classified: DataFrame) -> TransactionCounts:
+    """One small job over a pass's classified events (`__status` set)."""
+    waiting = F.col(GATED) & (F.col("__status") == "waiting")
+    expired = F.col(TXN).isNotNull() & (F.col("__status") == "expired")
+    row = (
+        classified.where(F.col(TXN).isNotNull())
+        .agg(
+            F.countDistinct(F.when(waiting, F.col(TXN))).alias("open"),
+            F.min(F.when(waiting, F.col("kafka.timestamp"))).alias("oldest"),
+            F.countDistinct(F.when(expired, F.col(TXN))).alias("expired"),
+        )
+        .collect()[0]
+    )
+    oldest = row["oldest"].replace(tzinfo=dt.UTC) if row["oldest"] is not None else None
+    return TransactionCounts(row["open"] or 0, oldest, row["expired"] or 0)

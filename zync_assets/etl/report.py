@@ -31,6 +31,12 @@ def explain_spec(spark: SparkSession, spec: Spec) -> str:
                 lines.append(f"  expires unpaired events after {r.expire_after}")
         else:
             lines.append(f"  in {r.input}")
+        if r.gate:
+            lines.append(
+                f"  gate: transaction — its events wait for their source transaction's END "
+                f"on {r.transaction_topic} and all its events"
+                + (f"; open transactions expire after {r.expire_after}" if r.expire_after else "")
+            )
         lines.append(f"  where {r.where or 'true'}")
         lines.append("  sql " + " ".join(r.sql.split()))
     for pool in spec.staging_pools():
@@ -57,25 +63,44 @@ class Waiting:
         return f"{where} key {self.key} age {age}: {self.reason}"
 
 
-def waiting_events(spark: SparkSession, spec: Spec, pool: str) -> list[Waiting]:
-    """The events of `spec` that are pending in staging pool `pool`, oldest offsets first."""
+@dataclass(frozen=True)
+class PendingView:
+    """What waits in one staging pool: each event, and each open source transaction."""
+
+    events: list[Waiting]
+    transactions: list[OpenTransaction]  # gated specs only, oldest first
+
+
+def pending_view(spark: SparkSession, spec: Spec, pool: str) -> PendingView:
+    """The events of `spec` that are pending in staging pool `pool`, oldest offsets first,
+    and the source transactions they wait for."""
     now = dt.datetime.now(dt.UTC)
     topics = spec.staging_pools()[pool]
     rules = [r for r in compile_rules(spark, spec) if r.rule.out in topics]
     this = classified_events(spark, spec, pool, rules, now)
     try:
-        transactions = {t.id: t for t in open_transactions(this.routed, rules)}
-        return _waiting(this.events, rules, transactions)
+        transactions = open_transactions(this.routed, rules)
+        by_id = {t.id: t for t in transactions}
+        return PendingView(_waiting(this.events, rules, by_id), transactions)
     finally:
         this.release()
 
 
+def waiting_events(spark: SparkSession, spec: Spec, pool: str) -> list[Waiting]:
+    return pending_view(spark, spec, pool).events
+
+
 def pending_report(spark: SparkSession, spec: Spec) -> list[str]:
-    """One line per pending event: where it is, how old, and what it waits for."""
+    """One line per open source transaction (its age and what it lacks), then one per
+    pending event: where it is, how old, and what it waits for."""
     now = dt.datetime.now(dt.UTC)
-    lines = [
-        w.line(now) for pool in spec.staging_pools() for w in waiting_events(spark, spec, pool)
-    ]
+    lines = []
+    for pool in spec.staging_pools():
+        view = pending_view(spark, spec, pool)
+        for txn in view.transactions:
+            age = str(now - txn.oldest).split(".")[0]
+            lines.append(f"open source transaction {txn.id} age {age}: waits for {txn.wants()}")
+        lines.extend(w.line(now) for w in view.events)
     return lines or ["no pending events"]
 
 

@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from zync_assets.etl import classify as cl
 from zync_assets.etl.commit import append_pass, copy_expired
 from zync_assets.etl.compile import CompiledRule, compile_rules
+from zync_assets.etl.gate import TransactionCounts, transaction_counts
 from zync_assets.etl.pending import classified_events, oldest_pending
 from zync_assets.etl.records import DONE_STATUS, done_records, output_records, outputs_per_topic
 from zync_assets.etl.snapshot import new_cursors
@@ -45,6 +46,7 @@ class EtlResult:
     cursors: Offsets = field(default_factory=dict)
     raw_seen: Offsets = field(default_factory=dict)  # raw pool end offsets this pass read to
     oldest_pending: dt.datetime | None = None  # Kafka timestamp of the oldest pending event
+    transactions: TransactionCounts = field(default_factory=TransactionCounts)  # gated specs
     note: str = ""
 
 
@@ -83,6 +85,8 @@ def _run_pool(
         consumed = sum(counts.get(s, 0) for s in DONE_STATUS)
         pending = sum(counts.get(s, 0) for s in cl.WAITING_STATES)
         seen = {"raw_seen": snap.raw_end, "oldest_pending": oldest_pending(summary)}
+        if any(r.rule.gate for r in rules):
+            seen["transactions"] = transaction_counts(classified)
         read = sum(counts.values())
         if consumed == 0:
             return EtlResult(spec.name, pool, None, snap.state, read=read, pending=pending,

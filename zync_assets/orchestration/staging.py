@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from dagster import (
     AssetCheckResult,
+    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
@@ -49,6 +50,9 @@ def etl_metadata(result: EtlResult) -> dict:
         "unmatched": result.unmatched,
         "pending": result.pending,
         "pending_oldest_age_s": pending_age_seconds(result.oldest_pending),
+        "open_transactions": result.transactions.open,
+        "oldest_open_transaction_age_s": pending_age_seconds(result.transactions.oldest_open),
+        "expired_transactions": result.transactions.expired,
         RAW_SEEN_KEY: json.dumps(offsets_to_json(result.raw_seen)),
     }
 
@@ -73,6 +77,8 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
         AssetCheckSpec("no_duplicate_done_records", asset=done_key(pool)),
         AssetCheckSpec("no_expired_events", asset=staging_key(pool)),
     ]
+    if gated(spec):
+        checks.append(AssetCheckSpec("no_stale_transactions", asset=staging_key(pool)))
 
     @multi_asset(
         name=f"etl_{spec.name}_{pool}".replace("-", "_"),
@@ -133,3 +139,31 @@ def etl_materializations(
             metadata={"detail": check.detail},
         )  # fmt: skip
     yield dead_letter_check(staging_key(pool), "no_expired_events", pool, expired)
+    if gated(spec):
+        yield stale_transactions_check(staging_key(pool), spec, result)
+
+
+# An open source transaction older than this is worth a look (a connector stopped between
+# a transaction's events, or its END went missing): the asset check warns.
+STALE_TRANSACTION_S = 15 * 60
+
+
+def gated(spec: Spec) -> bool:
+    return any(rule.gate for rule in spec.transforms)
+
+
+def stale_transactions_check(key: AssetKey, spec: Spec, result: EtlResult) -> AssetCheckResult:
+    """WARN when a source transaction has been open longer than STALE_TRANSACTION_S."""
+    age = pending_age_seconds(result.transactions.oldest_open)
+    return AssetCheckResult(
+        asset_key=key,
+        check_name="no_stale_transactions",
+        passed=age <= STALE_TRANSACTION_S,
+        severity=AssetCheckSeverity.WARN,
+        metadata={
+            "open_transactions": result.transactions.open,
+            "oldest_open_transaction_age_s": age,
+            "bound_s": STALE_TRANSACTION_S,
+            "inspect": f"zync etl {spec.path} --pending",
+        },
+    )
