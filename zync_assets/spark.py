@@ -136,7 +136,8 @@ def spark_session(app_name: str = "zync", long_lived: bool = False) -> SparkSess
     ]
     if os.environ.get("ZYNC_SPARK_FAST_START", "1") != "0" and not long_lived:
         opts.insert(0, _FAST_START_OPTS)
-    conf |= spark_conf_for_lake(lake_uri())
+    lake = lake_uri()
+    conf = spark_conf_for_lake(lake) | conf  # the user's spark.conf wins over zync's S3 defaults
     conf |= {
         "spark.master": master,
         "spark.app.name": app_name,
@@ -149,7 +150,7 @@ def spark_session(app_name: str = "zync", long_lived: bool = False) -> SparkSess
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     hadoop = session.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-    for key, value in lake_keys(lake_uri()).items():
+    for key, value in lake_keys(lake).items():
         hadoop.set(key, value)
     session.sparkContext.setLogLevel("ERROR")
     register_functions(session)

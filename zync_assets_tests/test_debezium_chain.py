@@ -237,7 +237,7 @@ def test_gated_by_debeziums_transaction_topic_each_source_transaction_lands_whol
     chain.start_source_connector()
     chain.start_sink_connector()
     workload = Workload(seed=18)
-    workload.run(chain.source, TRANSACTIONS // 2)
+    workload.run(chain.source, TRANSACTIONS // 4)
     step = lambda: pipeline_pass(spark, spec, stack, registry, transaction_size=1)  # noqa: E731
     converge(chain, step, spark=spark)
 

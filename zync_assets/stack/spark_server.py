@@ -39,7 +39,7 @@ def server_command(port: int, warehouse: Path) -> list[str]:
     """`spark-submit --class SparkConnectServer` with zync's jars and Spark properties."""
     conf_file = spark_conf_file()
     conf = read_spark_conf(conf_file) if conf_file else {}
-    conf |= spark_conf_for_lake(lake_uri())  # the server writes the lake
+    conf = spark_conf_for_lake(lake_uri()) | conf  # the server writes the lake; the file wins
     java_options = f"-Dlog4j2.configurationFile={SPARK_LOG4J2}"
     if conf.get("spark.driver.extraJavaOptions"):
         java_options += " " + conf["spark.driver.extraJavaOptions"]
