@@ -112,6 +112,10 @@ def ensure_topic(settings: KafkaSettings, topic: str, partitions: int = 1) -> No
         error = exc.args[0]
         if error.name() != "TOPIC_ALREADY_EXISTS":
             raise ZyncError(f"cannot create topic {topic!r}: {error.str()}") from exc
+    except TimeoutError as exc:
+        raise unreachable(
+            settings, f"no answer to CreateTopics within {CONNECT_TIMEOUT_S:g}s"
+        ) from exc
 
 
 def topic_names(settings: KafkaSettings) -> list[str]:

@@ -58,6 +58,9 @@ def _list_offsets(
         }
     except KafkaException as exc:
         raise clients.unreachable(kafka, exc.args[0].str()) from exc
+    except TimeoutError as exc:  # the broker went away between metadata and offsets
+        detail = f"no answer to ListOffsets within {clients.CONNECT_TIMEOUT_S:g}s"
+        raise clients.unreachable(kafka, detail) from exc
 
 
 def high_marks(marks: dict[str, list[PartitionOffsets]]) -> dict[str, dict[int, int]]:
