@@ -137,6 +137,6 @@ def _transaction_reason(row, transactions: dict[str, OpenTransaction]) -> str:
         wants = open_one.wants() if open_one else "its END record and events"
         return f"waits for source transaction {txn_id}: {wants}"
     return (
-        f"source transaction {txn_id} is complete but waits whole: one of its events is "
-        "blocked behind an earlier pending event with its key"
+        f"source transaction {txn_id} is complete but waits whole: another of its events "
+        "still waits (for a partner, or behind an earlier pending event with its key)"
     )
