@@ -195,8 +195,9 @@ def status(specs: tuple[str, ...], output_format: str | None) -> None:
         click.echo(json.dumps(status_document(paths, raws, stagings, tables), indent=2))
         return
     out = Console(highlight=False)
-    out.print(f"lake   {escape(str(lake_dir()))}")
-    out.print(f"specs  {escape(', '.join(str(p.resolve()) for p in paths))}")
+    # Paths are printed whole (the terminal folds them) so they can be copied as they are.
+    out.print(f"lake   {escape(str(lake_dir()))}", soft_wrap=True)
+    out.print(f"specs  {escape(', '.join(str(p.resolve()) for p in paths))}", soft_wrap=True)
     out.print(raw_table(raws))
     if stagings:
         out.print(staging_table(stagings))
