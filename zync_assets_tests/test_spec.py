@@ -161,7 +161,7 @@ def test_a_gated_rule_finds_its_transaction_topic(tmp_path: Path) -> None:
         (GATED + gated_rule("a") + gated_rule("b", out="Other"),
          "transaction topic 'shop.transaction' gates outputs in several staging pools"),
         (GATED + gated_rule("a", extra=", expire-after: 100 offsets"),
-         "transforms[1] expire-after: a gated rule's transactions expire after a time"),
+         "transforms[1] expire-after: a transaction (or group) expires after a time"),
         (HEAD + "  - {type: stateless, in: A, out: Out, expire-after: 1h, sql: 'in.key AS key, in.after AS value'}\n",
          "transforms[1] expire-after: a stateless rule's events never wait, unless it has `gate: transaction`"),
         (GATED + "  - {type: stateless, in: shop.transaction, out: Out, sql: 'in.key AS key, in.after AS value'}\n" + gated_rule("a"),
@@ -170,6 +170,87 @@ def test_a_gated_rule_finds_its_transaction_topic(tmp_path: Path) -> None:
 )  # fmt: skip
 def test_gate_mistakes_are_named(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ZyncError, match=None) as caught:
+        load_spec(write(tmp_path, text))
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+TXN_HEAD = """
+inputs:
+  - {topic: order, pool: Raw}
+  - {topic: menu, pool: Raw}
+outputs:
+  - {topic: Totals, pool: Staging}
+  - {topic: Lines, pool: Staging}
+  - {topic: Other, pool: Elsewhere}
+transforms:
+"""
+TXN_SQL = "sql: 'SELECT txn, key, value FROM events'"
+
+
+def test_a_txn_rule_reads_its_inputs_groups_and_outputs(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, TXN_HEAD + (
+        "  - {type: txn, inputs: [order, menu], group-by: 'value:txn::bigint', "
+        "complete-when: 'bool_or(value:done::boolean)', out: [Totals, Lines], expire-after: 1h, "
+        f"{TXN_SQL}}}\n"
+    )))  # fmt: skip
+    [rule] = spec.transforms
+    assert rule.topics == ("order", "menu")
+    assert rule.output_topics == ("Totals", "Lines") and rule.out == "Totals"
+    assert (rule.group_by, rule.complete_when, rule.gate) == (
+        "value:txn::bigint", "bool_or(value:done::boolean)", None
+    )  # fmt: skip
+    assert rule.sql == "SELECT txn, key, value FROM events"
+
+
+def test_a_debezium_txn_rule_is_gated_by_its_transaction_topic(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, GATED + (
+        "  - {type: txn, inputs: [shop.public.a, shop.public.b], "
+        f"complete-when: debezium-transaction, out: Out, {TXN_SQL}}}\n"
+    )))  # fmt: skip
+    [rule] = spec.transforms
+    assert (rule.gate, rule.transaction_topic, rule.group_by) == (
+        "transaction", "shop.transaction", None
+    )  # fmt: skip
+
+
+TXN_RULE = "  - {{type: txn, inputs: {i}, {g}complete-when: {c}, out: {o}, {s}{x}}}\n"
+
+
+def txn_rule(i="[order, menu]", g="group-by: 'value:txn', ", c="'bool_or(value:done::boolean)'",
+             o="Totals", s=TXN_SQL, x="") -> str:  # fmt: skip
+    return TXN_RULE.format(i=i, g=g, c=c, o=o, s=s, x=x)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (TXN_HEAD + txn_rule(i="[order, nope]"),
+         "transforms[1] inputs: topic 'nope' is not among the inputs"),
+        (TXN_HEAD + txn_rule(i="[order, order]"), "transforms[1] inputs: a topic is listed twice"),
+        (TXN_HEAD + txn_rule(i="[]"),
+         "transforms[1] inputs: expected a topic or a non-empty list of topics"),
+        (TXN_HEAD + txn_rule(g=""), "transforms[1] group-by: missing or empty"),
+        (TXN_HEAD + txn_rule(c="''"), "transforms[1] complete-when: missing or empty"),
+        (TXN_HEAD + txn_rule(o="[Totals, Other]"),
+         "transforms[1] out: its topics live in several staging pools"),
+        (TXN_HEAD + txn_rule(o="Nope"), "transforms[1] out: topic 'Nope' is not among the outputs"),
+        (TXN_HEAD + txn_rule(x=", expire-after: 10 offsets"),
+         "transforms[1] expire-after: a transaction (or group) expires after a time"),
+        (TXN_HEAD + txn_rule(x=", in: order"), "transforms[1] in: a txn rule takes inputs, not in"),
+        (TXN_HEAD + txn_rule(x=", join-on: 'a = b'"),
+         "transforms[1] join-on: not a field of a txn rule"),
+        (TXN_HEAD + txn_rule(c="debezium-transaction"),
+         "transforms[1] group-by: with `complete-when: debezium-transaction` the groups are "
+         "Debezium's source transactions"),
+        (TXN_HEAD + txn_rule(g="", c="debezium-transaction"),
+         "transforms[1] gate: the spec reads no Debezium transaction topic for order, menu"),
+        (GATED + gated_rule("a") + txn_rule(i="[shop.public.a]", o="Out"),
+         "transforms[2] gate: topic 'shop.public.a' is gated by rule 1"),
+    ],
+)  # fmt: skip
+def test_txn_rule_mistakes_are_named(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ZyncError) as caught:
         load_spec(write(tmp_path, text))
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)

@@ -3,13 +3,14 @@
 Every pending input event gets one status:
 
     paired     a denorm event matched one-to-one with a partner (in source order per join key)
-    released   a stateless event, free to go
+    released   a stateless event, free to go; an event of a complete group (`txn` rules)
     blocked    an event behind an earlier pending event of the same Kafka key (same
                topic-partition): it keeps waiting, so an update is never emitted before
                the create it follows. A denorm event whose partner is blocked is blocked
                too (`__held` says which: `key` or `partner`); the pair forms later.
     waiting    a denorm event without a partner (yet)
-    expired    a waiting event older than its rule's `expire-after`
+    expired    a waiting event older than its rule's `expire-after`; an event of an
+               open transaction or group past it; an event a `group-by` puts in no group
     unmatched  no rule takes it (done, with no output: it would never be taken)
 """
 
@@ -160,12 +161,15 @@ def classify(
             F.lit(None).cast(_COORD_TYPE).alias("__output"),
             F.lit(None).alias("__output_pos"),
         )
+    kind = {r.number: r.rule.type for r in rules}
+    grouping = F.col("__rule").isin([n for n, t in kind.items() if t == "txn"] or [-1])
+    group_output = F.when(grouping & F.col(TXN_POS).isNotNull(), _coord_struct(TXN_POS))
     flagged = flagged.withColumn(
-        "__output", F.coalesce("__output", _coord_struct("kafka"))
+        "__output", F.coalesce("__output", group_output, _coord_struct("kafka"))
     ).withColumn("__output_pos", F.coalesce("__output_pos", TXN_POS, "__pos"))
 
-    kind = {r.number: r.rule.type for r in rules}
     denorm = F.col("__rule").isin([n for n, t in kind.items() if t == "denorm"] or [-1])
+    by_group = [r.number for r in rules if r.rule.group_by]
     expired = F.lit(False)
     for rule in rules:
         if rule.rule.type == "denorm":
@@ -175,6 +179,7 @@ def classify(
         F.when(F.col(GATED) & F.col(TXN_EXPIRED), "expired")
         .when(F.col(GATED), "waiting")
         .when(F.col("__rule") == 0, "unmatched")
+        .when(F.col("__rule").isin(by_group or [-1]) & F.col(TXN).isNull(), "expired")  # no group
         .when(denorm & F.col("__partner").isNotNull(), "paired")
         .when(denorm & expired, "expired")
         .when(denorm, "waiting")
@@ -184,7 +189,7 @@ def classify(
         "__held", F.when(F.col(GATED), F.lit(HELD_BY_TRANSACTION)).cast("string")
     )
     held = _hold_back(flagged)
-    if not any(r.rule.gate for r in rules):
+    if not any(r.rule.gate or r.rule.type == "txn" for r in rules):
         return held
     return _keep_transactions_whole(held)
 

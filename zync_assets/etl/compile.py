@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
 from zync_assets.errors import ZyncError
+from zync_assets.etl.group_sql import check_yields, group_value, run_sql
 from zync_assets.etl.rules import Rule
 from zync_assets.spark import select_over
 from zync_assets.spec import Spec
@@ -110,6 +111,38 @@ class _Checker:
             except (ParseException, AnalysisException) as exc:
                 raise self._fail(compiled.rule, f"join-on ({side} side)", exc) from exc
 
+    def group_by(self, compiled: CompiledRule) -> None:
+        """A `txn` rule's group-by (a value per event) and complete-when (an aggregate
+        over a group, true when it is complete)."""
+        rule = compiled.rule
+        if rule.group_by is not None:
+            try:  # beside a plain column, an aggregate fails (it needs a GROUP BY)
+                self.events.select(F.expr(rule.group_by), F.col("kafka"))
+            except (ParseException, AnalysisException) as exc:
+                raise self._fail(rule, "group-by", exc) from exc
+        if rule.complete_when is None or rule.gate:
+            return
+        try:
+            kind = self.events.agg(F.expr(rule.complete_when).alias("c")).schema["c"].dataType
+        except (ParseException, AnalysisException) as exc:
+            raise self._fail(rule, "complete-when", exc) from exc
+        if not isinstance(kind, BooleanType):
+            raise ZyncError(
+                f"{self.spec.path}: transforms[{rule.number}] complete-when: is "
+                f"{kind.simpleString()}, not a boolean aggregate over the group (e.g. "
+                "bool_or(value:done::boolean))"
+            )
+
+    def group_sql(self, compiled: CompiledRule) -> None:
+        events = self.events.select(group_value(compiled.rule).alias("txn"), *EVENT_FIELDS)
+        try:
+            yielded = run_sql(events, compiled.rule)
+        except (ParseException, AnalysisException) as exc:
+            raise self._fail(compiled.rule, "sql", exc) from exc
+        problem = check_yields(yielded, compiled.rule)
+        if problem is not None:
+            raise ZyncError(f"{self.spec.path}: transforms[{compiled.number}] sql: {problem}")
+
     def sql(self, rule: Rule) -> None:
         names = ("left", "right") if rule.type == "denorm" else ("in",)
         frame = self.events.select(*(event_struct().alias(n) for n in names))
@@ -130,10 +163,13 @@ def compile_rules(spark: SparkSession, spec: Spec) -> list[CompiledRule]:
     checker = _Checker(spark, spec)
     compiled = []
     for rule in spec.transforms:
-        topics = (rule.left, rule.right) if rule.type == "denorm" else (rule.input,)
-        item = CompiledRule(rule, tuple(t for t in topics if t), checker.where(rule))
+        item = CompiledRule(rule, rule.topics, checker.where(rule))
         if rule.type == "denorm":
             checker.join_on(item)
-        checker.sql(rule)
+        if rule.type == "txn":
+            checker.group_by(item)
+            checker.group_sql(item)
+        else:
+            checker.sql(rule)
         compiled.append(item)
     return compiled

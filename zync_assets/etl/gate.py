@@ -32,7 +32,6 @@ dead-letter table.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -49,8 +48,9 @@ _COLLECTIONS = "array<struct<data_collection: string, event_count: bigint>>"
 
 def gate(routed: DataFrame, rules: list[CompiledRule], now: dt.datetime) -> DataFrame:
     """`routed` with TXN, GATED, TXN_POS and TXN_EXPIRED (see the module doc)."""
-    gated = {t: r.rule.transaction_topic for r in rules if r.rule.gate for t in r.topics}
-    if not gated:
+    gated = debezium_gated(rules)
+    grouped = [r for r in rules if r.rule.group_by]
+    if not gated and not grouped:
         return routed.select(
             "*",
             F.lit(None).cast("string").alias(TXN),
@@ -58,32 +58,14 @@ def gate(routed: DataFrame, rules: list[CompiledRule], now: dt.datetime) -> Data
             F.lit(None).cast(routed.schema["__pos"].dataType).alias(TXN_POS),
             F.lit(False).alias(TXN_EXPIRED),
         )
-    members = routed.withColumn(TXN, _member_of(gated))
-    ends = members.where(
-        F.col(TXN).isNotNull() & F.col("kafka.topic").isin(set(gated.values()))
-    ).select(TXN, F.col("__pos").alias("__end_pos"), _end_collections().alias("__c"))
-    expected = (
-        ends.select(TXN, F.explode_outer("__c").alias("__c"))
-        .select(
-            TXN,
-            _collection_topic(gated).alias("__topic"),
-            F.col("__c.event_count").alias("__count"),
-        )
-        .where(F.col("__topic").isNotNull())
-    )
-    seen = (
-        members.where(F.col(TXN).isNotNull() & F.col("kafka.topic").isin(list(gated)))
-        .groupBy(TXN, F.col("kafka.topic").alias("__topic"))
-        .agg(F.countDistinct(_order_in_collection()).alias("__seen"))
-    )
-    short = (
-        expected.join(seen, [TXN, "__topic"], "left")
-        .where(F.coalesce("__seen", F.lit(0)) < F.col("__count"))
-        .select(TXN)
-        .distinct()
-    )
-    complete = ends.select(TXN, "__end_pos").join(short, TXN, "left_anti")
-    complete = complete.dropDuplicates([TXN])  # an END Debezium sent twice
+    members = routed.withColumn(TXN, member_of(rules))
+    complete = None
+    if gated:
+        complete = _complete_transactions(members, gated)
+    for rule in grouped:
+        found = _complete_groups(members, rule)
+        complete = found if complete is None else complete.unionByName(found)
+    assert complete is not None
     marked = (
         members.join(complete, TXN, "left")
         .select(
@@ -96,11 +78,77 @@ def gate(routed: DataFrame, rules: list[CompiledRule], now: dt.datetime) -> Data
     return _with_expiry(marked, rules, now)
 
 
-def _member_of(gated: dict[str, str | None]) -> Column:
+def debezium_gated(rules: list[CompiledRule]) -> dict[str, str | None]:
+    """Gated topic -> its Debezium transaction topic."""
+    return {t: r.rule.transaction_topic for r in rules if r.rule.gate for t in r.topics}
+
+
+GROUP_SCOPE = "transforms["
+
+
+def group_scope(rule: CompiledRule) -> str:
+    """The scope of a `group-by` rule's group ids: two rules may group by equal values."""
+    return f"{GROUP_SCOPE}{rule.number}]"
+
+
+def _complete_transactions(members: DataFrame, gated: dict[str, str | None]) -> DataFrame:
+    """TXN, __end_pos of the Debezium transactions whose END and events are all in."""
+    ends = members.where(
+        F.col(TXN).isNotNull() & F.col("kafka.topic").isin(set(gated.values()))
+    ).select(TXN, F.col("__pos").alias("__end_pos"), end_collections().alias("__c"))
+    expected = (
+        ends.select(TXN, F.explode_outer("__c").alias("__c"))
+        .select(
+            TXN,
+            collection_topic(gated).alias("__topic"),
+            F.col("__c.event_count").alias("__count"),
+        )
+        .where(F.col("__topic").isNotNull())
+    )
+    seen = (
+        members.where(F.col(TXN).isNotNull() & F.col("kafka.topic").isin(list(gated)))
+        .groupBy(TXN, F.col("kafka.topic").alias("__topic"))
+        .agg(F.countDistinct(order_in_collection()).alias("__seen"))
+    )
+    short = (
+        expected.join(seen, [TXN, "__topic"], "left")
+        .where(F.coalesce("__seen", F.lit(0)) < F.col("__count"))
+        .select(TXN)
+        .distinct()
+    )
+    complete = ends.select(TXN, "__end_pos").join(short, TXN, "left_anti")
+    return complete.dropDuplicates([TXN])  # an END Debezium sent twice
+
+
+def _complete_groups(members: DataFrame, rule: CompiledRule) -> DataFrame:
+    """TXN, __end_pos of a `group-by` rule's groups whose `complete-when` holds: at the
+    position of their latest event (the one that completed it, as zync's design has it)."""
+    assert rule.rule.complete_when is not None
+    return (
+        members.where(F.col(TXN).startswith(group_scope(rule) + "\u0000"))
+        .groupBy(TXN)
+        .agg(
+            F.expr(rule.rule.complete_when).alias("__complete"),
+            F.max("__pos").alias("__end_pos"),
+        )
+        .where(F.coalesce(F.col("__complete"), F.lit(False)))
+        .select(TXN, "__end_pos")
+    )
+
+
+def member_of(rules: list[CompiledRule]) -> Column:
     """A data event's transaction on a gated topic; an END record's on its transaction
-    topic. Ids are scoped by the transaction topic: two connectors may reuse one."""
+    topic; the group of an event a `group-by` rule takes (`__rule`). Ids are scoped by the
+    transaction topic (two connectors may reuse one) or by the rule."""
+    gated = debezium_gated(rules)
+    grouped = [r for r in rules if r.rule.group_by]
     topic = F.col("kafka.topic")
     member = F.lit(None).cast("string")
+    for rule in grouped:
+        assert rule.rule.group_by is not None
+        value = F.expr(rule.rule.group_by).cast("string")
+        scoped = F.when(value.isNotNull(), F.concat(F.lit(group_scope(rule) + "\u0000"), value))
+        member = F.when(F.col("__rule") == rule.number, scoped).otherwise(member)
     for data_topic, txn_topic in gated.items():
         data_id = F.expr("try_variant_get(value, '$.transaction.id', 'string')")
         member = F.when(topic == data_topic, _scoped(txn_topic, data_id)).otherwise(member)
@@ -119,11 +167,11 @@ def _scoped(txn_topic: str | None, txn_id: Column) -> Column:
     return F.when(txn_id.isNotNull(), F.concat(F.lit(f"{txn_topic}\u0000"), key))
 
 
-def _end_collections() -> Column:
+def end_collections() -> Column:
     return F.expr(f"try_variant_get(value, '$.data_collections', '{_COLLECTIONS}')")
 
 
-def _collection_topic(gated: dict[str, str | None]) -> Column:
+def collection_topic(gated: dict[str, str | None]) -> Column:
     """The gated topic of an END's data collection (`<prefix>.<data_collection>`), else
     null: collections the spec does not gate are not waited for."""
     topic = F.lit(None).cast("string")
@@ -136,26 +184,27 @@ def _collection_topic(gated: dict[str, str | None]) -> Column:
     return topic
 
 
-def _order_in_collection() -> Column:
+def order_in_collection() -> Column:
     return F.expr("try_variant_get(value, '$.transaction.data_collection_order', 'bigint')")
 
 
 def _with_expiry(marked: DataFrame, rules: list[CompiledRule], now: dt.datetime) -> DataFrame:
     """TXN_EXPIRED: gated, and the transaction's oldest member is older than the smallest
     `expire-after` of the rules its transaction topic gates."""
-    bounds: dict[str, float] = {}
+    bounds: dict[str, float] = {}  # scope -> seconds
     for rule in rules:
-        if rule.rule.gate and rule.rule.expire_after and rule.rule.transaction_topic:
+        scope = rule.rule.transaction_topic if rule.rule.gate else None
+        scope = group_scope(rule) if rule.rule.group_by else scope
+        if scope and rule.rule.expire_after:
             seconds = parse_expiry(rule.rule.expire_after).seconds
-            assert seconds is not None  # rules.py: a gated rule expires by time
-            topic = rule.rule.transaction_topic
-            bounds[topic] = min(bounds.get(topic, seconds), seconds)
+            assert seconds is not None  # rules.py: a transaction or group expires by time
+            bounds[scope] = min(bounds.get(scope, seconds), seconds)
     if not bounds:
         return marked.withColumn(TXN_EXPIRED, F.lit(False))
     cutoff = F.lit(None).cast("timestamp")
-    for topic, seconds in bounds.items():
+    for scope, seconds in bounds.items():
         at = F.lit(now - dt.timedelta(seconds=seconds))
-        cutoff = F.when(F.col(TXN).startswith(f"{topic}\u0000"), at).otherwise(cutoff)
+        cutoff = F.when(F.col(TXN).startswith(f"{scope}\u0000"), at).otherwise(cutoff)
     oldest = marked.where(F.col(GATED)).groupBy(TXN).agg(F.min("kafka.timestamp").alias("__oldest"))
     return (
         marked.join(oldest, TXN, "left")
@@ -164,92 +213,3 @@ def _with_expiry(marked: DataFrame, rules: list[CompiledRule], now: dt.datetime)
         )
         .drop("__oldest")
     )
-
-
-@dataclass(frozen=True)
-class OpenTransaction:
-    """A source transaction some of whose members wait in a pass, and what it lacks."""
-
-    id: str  # as Debezium names it
-    oldest: dt.datetime  # the Kafka timestamp of its oldest member
-    ended: bool  # its END record is in
-    counts: dict[str, tuple[int, int | None]]  # gated topic -> (events in, END's count)
-
-    def wants(self) -> str:
-        """What it waits for, e.g. `shop.public.items 1 of 2 events` or `its END record`."""
-        short = [
-            f"{topic} {seen} of {want} events"
-            for topic, (seen, want) in sorted(self.counts.items())
-            if want is not None and seen < want
-        ]
-        if not self.ended:
-            short.insert(0, "its END record")
-        return ", ".join(short) or "its events to be released whole"
-
-
-def open_transactions(gated_events: DataFrame, rules: list[CompiledRule]) -> list[OpenTransaction]:
-    """The transactions with members waiting in `gated_events` (gate()'s output), oldest
-    first: one small job, for `zync etl --pending` and `zync status`, not for every pass."""
-    gated = {t: r.rule.transaction_topic for r in rules if r.rule.gate for t in r.topics}
-    if not gated:
-        return []
-    members = gated_events.where(F.col(GATED))
-    ends = members.where(F.col("kafka.topic").isin(set(gated.values()))).select(
-        TXN, F.explode_outer(_end_collections()).alias("__c")
-    )
-    expected = ends.select(
-        TXN,
-        _collection_topic(gated).alias("__topic"),
-        F.col("__c.event_count").alias("__want"),
-        F.lit(True).alias("__ended"),
-    )
-    seen = (
-        members.where(F.col("kafka.topic").isin(list(gated)))
-        .groupBy(TXN, F.col("kafka.topic").alias("__topic"))
-        .agg(F.countDistinct(_order_in_collection()).alias("__seen"))
-    )
-    oldest = members.groupBy(TXN).agg(F.min("kafka.timestamp").alias("__oldest"))
-    ended = expected.select(TXN, "__ended").distinct()
-    rows = (
-        seen.join(
-            expected.drop("__ended").where(F.col("__topic").isNotNull()), [TXN, "__topic"], "full"
-        )
-        .join(oldest, TXN)
-        .join(ended, TXN, "left")
-        .collect()
-    )
-    found: dict[str, OpenTransaction] = {}
-    for row in rows:
-        txn_id = row[TXN].split("\u0000", 1)[1]
-        at = row["__oldest"].replace(tzinfo=dt.UTC)
-        entry = found.setdefault(txn_id, OpenTransaction(txn_id, at, bool(row["__ended"]), {}))
-        if row["__topic"] is not None:
-            entry.counts[row["__topic"]] = (row["__seen"] or 0, row["__want"])
-    return sorted(found.values(), key=lambda t: t.oldest)
-
-
-@dataclass(frozen=True)
-class TransactionCounts:
-    """A pass's source transactions: still open (with the oldest one's first event), and
-    expired in it."""
-
-    open: int = 0
-    oldest_open: dt.datetime | None = None
-    expired: int = 0
-
-
-def transaction_counts(classified: DataFrame) -> TransactionCounts:
-    """One small job over a pass's classified events (`__status` set)."""
-    waiting = F.col(GATED) & (F.col("__status") == "waiting")
-    expired = F.col(TXN).isNotNull() & (F.col("__status") == "expired")
-    row = (
-        classified.where(F.col(TXN).isNotNull())
-        .agg(
-            F.countDistinct(F.when(waiting, F.col(TXN))).alias("open"),
-            F.min(F.when(waiting, F.col("kafka.timestamp"))).alias("oldest"),
-            F.countDistinct(F.when(expired, F.col(TXN))).alias("expired"),
-        )
-        .collect()[0]
-    )
-    oldest = row["oldest"].replace(tzinfo=dt.UTC) if row["oldest"] is not None else None
-    return TransactionCounts(row["open"] or 0, oldest, row["expired"] or 0)

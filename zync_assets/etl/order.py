@@ -104,9 +104,9 @@ def with_effective_position(outputs: DataFrame, moved: DataFrame | None) -> Data
 
 def output_offset(next_offsets: dict[str, int]) -> Column:
     """Dense offsets per output topic (`__topic`) from each topic's next offset, in
-    effective order."""
+    effective order (`__tie`: the order of a group's several outputs, groups.py)."""
     start = F.lit(0).cast("long")
     for topic, offset in next_offsets.items():
         start = F.when(F.col("__topic") == topic, F.lit(offset)).otherwise(start)
-    order = Window.partitionBy("__topic").orderBy("__effective", "__pos", "__id")
+    order = Window.partitionBy("__topic").orderBy("__effective", "__pos", "__id", "__tie")
     return start + F.row_number().over(order) - 1

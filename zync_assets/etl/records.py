@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from zync_assets.etl import classify as cl
 from zync_assets.etl.compile import CompiledRule, event_struct, select_outputs
 from zync_assets.etl.gate import TXN, TXN_POS
+from zync_assets.etl.groups import GroupOutputs
 from zync_assets.etl.order import moved_outputs, output_offset, with_effective_position
 from zync_assets.variants import as_variant
 
@@ -25,9 +26,10 @@ DONE_STATUS = {
 
 def output_records(
     classified: DataFrame, pairs: list[cl.Pairs], rules: list[CompiledRule], run: int,
-    next_offsets: dict[str, int],
+    next_offsets: dict[str, int], grouped: GroupOutputs | None = None,
 ) -> DataFrame | None:  # fmt: skip
-    """Output records of this pass (None: no rule produced any), numbered per output topic."""
+    """Output records of this pass (None: no rule produced any), numbered per output topic;
+    `grouped`: the `txn` rules' outputs (groups.py)."""
     produced = []
     carry = ["__pos", "__src", TXN]
     for found in pairs:
@@ -47,8 +49,6 @@ def output_records(
             TXN,
         )
         produced.append((rule, select_outputs(frame, rule.rule.sql, carry)))
-    if not produced:
-        return None
     parts = [
         out.select(
             F.lit(rule.rule.out).alias("__topic"),
@@ -56,23 +56,28 @@ def output_records(
             as_variant(out, "key").alias("key"),
             as_variant(out, "value").alias("value"),
             *carry,
+            F.lit(None).cast("string").alias("__tie"),  # one output per event or pair
         )
         for rule, out in produced
     ]
+    if grouped is not None:
+        parts.append(grouped.frame)
+    if not parts:
+        return None
     outputs = parts[0]
     for part in parts[1:]:
         outputs = outputs.unionByName(part)
     moved = moved_outputs(classified)
-    gated = any(r.rule.gate for r in rules)
-    return _number(with_effective_position(outputs, moved), run, next_offsets, gated)
+    whole = any(r.rule.transactional for r in rules)
+    return _number(with_effective_position(outputs, moved), run, next_offsets, whole)
 
 
-def _number(outputs: DataFrame, run: int, next_offsets: dict[str, int], gated: bool) -> DataFrame:
-    """Output records in the staging pool's layout. With gated rules, a `txn` column too:
-    each output's source transaction (topic-scoped), so that to-kafka never splits one
-    across Kafka transactions (tokafka/cuts.py)."""
+def _number(outputs: DataFrame, run: int, next_offsets: dict[str, int], whole: bool) -> DataFrame:
+    """Output records in the staging pool's layout. With gated or `txn` rules, a `txn`
+    column too: each output's source transaction or group (scoped), so that to-kafka
+    never splits one across Kafka transactions (tokafka/cuts.py)."""
     offset = output_offset(next_offsets)
-    transaction = [F.col(TXN).alias("txn")] if gated else []
+    transaction = [F.col(TXN).alias("txn")] if whole else []
     return outputs.select(
         F.lit("output").alias("kind"),
         F.struct(
@@ -118,7 +123,7 @@ def outputs_per_topic(summary: list[cl.Tally], rules: list[CompiledRule]) -> dic
     per_topic: dict[str, int] = {}
     for row in summary:
         rule = by_number.get(row.rule)
-        if rule is None:
+        if rule is None or rule.rule.type == "txn":  # a group yields what its SQL yields
             continue
         counted = (row.status == "paired" and row.topic == rule.rule.left) or (
             row.status == "released"

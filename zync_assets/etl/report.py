@@ -10,7 +10,8 @@ from pyspark.sql import functions as F
 
 from zync_assets.etl import classify as cl
 from zync_assets.etl.compile import compile_rules
-from zync_assets.etl.gate import TXN, OpenTransaction, open_transactions
+from zync_assets.etl.gate import TXN
+from zync_assets.etl.open_txns import OpenTransaction, describe, open_transactions
 from zync_assets.etl.pending import classified_events
 from zync_assets.etl.state import read_state
 from zync_assets.pools import pool_path
@@ -21,7 +22,7 @@ def explain_spec(spark: SparkSession, spec: Spec) -> str:
     lines = [f"spec {spec.name} ({spec.path})"]
     for rule in compile_rules(spark, spec):
         r = rule.rule
-        lines.append(f"rule {r.number}: {r.type} → {r.out}")
+        lines.append(f"rule {r.number}: {r.type} → {', '.join(r.output_topics)}")
         if r.type == "denorm":
             lines.append(
                 f"  left {r.left} / right {r.right}, pairs where {r.join_on[0]} = {r.join_on[1]}"
@@ -29,6 +30,13 @@ def explain_spec(spark: SparkSession, spec: Spec) -> str:
             lines.append("  pairs one-to-one in source order per join key; unpaired events wait")
             if r.expire_after:
                 lines.append(f"  expires unpaired events after {r.expire_after}")
+        elif r.type == "txn":
+            lines.append(f"  inputs {', '.join(r.inputs)}, grouped by "
+                         f"{r.group_by or 'their Debezium source transaction'}")  # fmt: skip
+            if r.group_by:
+                lines.append(f"  a group is transformed once, when {r.complete_when} holds"
+                             + (f"; open groups expire after {r.expire_after}"
+                                if r.expire_after else ""))  # fmt: skip
         else:
             lines.append(f"  in {r.input}")
         if r.gate:
@@ -80,7 +88,7 @@ def pending_view(spark: SparkSession, spec: Spec, pool: str) -> PendingView:
     this = classified_events(spark, spec, pool, rules, now)
     try:
         transactions = open_transactions(this.routed, rules)
-        by_id = {t.id: t for t in transactions}
+        by_id = {t.scoped: t for t in transactions}
         return PendingView(_waiting(this.events, rules, by_id), transactions)
     finally:
         this.release()
@@ -99,7 +107,7 @@ def pending_report(spark: SparkSession, spec: Spec) -> list[str]:
         view = pending_view(spark, spec, pool)
         for txn in view.transactions:
             age = str(now - txn.oldest).split(".")[0]
-            lines.append(f"open source transaction {txn.id} age {age}: waits for {txn.wants()}")
+            lines.append(f"open {txn.title} age {age}: waits for {txn.wants()}")
         lines.extend(w.line(now) for w in view.events)
     return lines or ["no pending events"]
 
@@ -131,12 +139,12 @@ def _waiting(classified, rules: list, transactions: dict[str, OpenTransaction]) 
 
 
 def _transaction_reason(row, transactions: dict[str, OpenTransaction]) -> str:
-    txn_id = row[TXN].split("\u0000", 1)[1]
+    title = describe(row[TXN])
     if row["__status"] == "waiting":
-        open_one = transactions.get(txn_id)
+        open_one = transactions.get(row[TXN])
         wants = open_one.wants() if open_one else "its END record and events"
-        return f"waits for source transaction {txn_id}: {wants}"
+        return f"waits for {title}: {wants}"
     return (
-        f"source transaction {txn_id} is complete but waits whole: another of its events "
+        f"{title} is complete but waits whole: another of its events "
         "still waits (for a partner, or behind an earlier pending event with its key)"
     )

@@ -29,17 +29,32 @@ class Rule:
     expire_after: str | None = None
     gate: str | None = None  # "transaction": its events wait for their source transaction
     transaction_topic: str | None = None  # with a gate: Debezium's `<prefix>.transaction`
+    inputs: tuple[str, ...] = ()  # txn: the topics whose events it groups
+    group_by: str | None = None  # txn: the group of an event (None: Debezium's transaction)
+    complete_when: str | None = None  # txn: an aggregate, or DEBEZIUM_TRANSACTION
+    outs: tuple[str, ...] = ()  # txn: every topic its SQL may yield (`out` is the first)
 
     @property
     def topics(self) -> tuple[str, ...]:
-        return tuple(t for t in (self.left, self.right, self.input) if t)
+        return tuple(t for t in (self.left, self.right, self.input, *self.inputs) if t)
+
+    @property
+    def transactional(self) -> bool:
+        """Its outputs come whole per source transaction or group (a `txn` column)."""
+        return self.gate is not None or self.type == "txn"
+
+    @property
+    def output_topics(self) -> tuple[str, ...]:
+        return self.outs or (self.out,)
 
 
 RULE_FIELDS = {
     "denorm": {"type", "where", "left", "right", "join-on", "out", "sql", "expire-after", "gate"},
     "stateless": {"type", "where", "in", "out", "sql", "expire-after", "gate"},
+    "txn": {"type", "where", "inputs", "group-by", "complete-when", "out", "sql", "expire-after"},
 }
 GATES = ("transaction",)
+DEBEZIUM_TRANSACTION = "debezium-transaction"  # complete-when: Debezium's END and counts
 TRANSACTION_TOPIC_SUFFIX = ".transaction"  # Debezium's `<topic.prefix>.transaction`
 # A lone `=` (not part of ==, <=, >=, !=, <=>): the join-on separator.
 _EQUALS = re.compile(r"(?<![=<>!])=(?![=>])")
@@ -62,73 +77,147 @@ def split_join_on(text: str) -> tuple[str, str] | None:
 def parse_rules(path: Path, items: Any, inputs: list, outputs: list) -> list[Rule]:
     if not isinstance(items, list) or not items:
         raise ZyncError(f"{path}: transforms: expected a non-empty list of rules")
-    input_topics = {r.topic for r in inputs}
-    output_topics = {r.topic for r in outputs}
-    rules = []
-    for number, item in enumerate(items, start=1):
-        if not isinstance(item, dict):
-            raise _fail(path, number, "", "expected a mapping")
-        kind = item.get("type")
-        if kind not in RULE_FIELDS:
-            raise _fail(path, number, "type", f"unknown type {kind!r} (denorm or stateless)")
-        if kind == "denorm" and "in" in item:
-            raise _fail(path, number, "in", "a denorm rule takes left and right, not in")
-        if kind == "stateless" and ("left" in item or "right" in item):
-            raise _fail(path, number, "left/right", "a stateless rule takes in, not left/right")
-        unknown = set(item) - RULE_FIELDS[kind]
-        if unknown:
-            raise _fail(path, number, sorted(unknown)[0], f"not a field of a {kind} rule")
-        needed = ["left", "right", "join-on"] if kind == "denorm" else ["in"]
-        for name in [*needed, "out", "sql"]:
-            if not isinstance(item.get(name), str) or not item[name].strip():
-                raise _fail(path, number, name, "missing or empty")
-        for name in ("left", "right", "in"):
-            if name in item and item[name] not in input_topics:
-                raise _fail(path, number, name, f"topic {item[name]!r} is not among the inputs")
-        if item["out"] not in output_topics:
-            raise _fail(path, number, "out", f"topic {item['out']!r} is not among the outputs")
-        join_on = None
-        if kind == "denorm":
-            join_on = split_join_on(item["join-on"])
-            if join_on is None:
-                raise _fail(
-                    path, number, "join-on",
-                    f"expected `<left expression> = <right expression>`, got {item['join-on']!r}",
-                )  # fmt: skip
-        where = item.get("where")
-        if where is not None and (not isinstance(where, str) or not where.strip()):
-            raise _fail(path, number, "where", "must be a non-empty Spark SQL condition")
-        gate = item.get("gate")
-        if gate is not None and gate not in GATES:
-            raise _fail(path, number, "gate", f"unknown gate {gate!r} (transaction)")
-        expire = item.get("expire-after")
-        if expire is not None:
-            expire = str(expire)
-            _check_expiry(path, number, expire, gated=gate is not None)
-            if kind == "stateless" and gate is None:
-                raise _fail(
-                    path, number, "expire-after",
-                    "a stateless rule's events never wait, unless it has `gate: transaction`",
-                )  # fmt: skip
-        rules.append(
-            Rule(
-                number=number,
-                type=kind,
-                out=item["out"],
-                sql=item["sql"].strip().rstrip(","),
-                where=where,
-                input=item.get("in"),
-                left=item.get("left"),
-                right=item.get("right"),
-                join_on=join_on,
-                expire_after=expire,
-                gate=gate,
-                transaction_topic=_transaction_topic(path, number, item, input_topics),
-            )
-        )
+    topics = ({r.topic for r in inputs}, {r.topic for r in outputs})
+    rules = [_parse_rule(path, n, item, *topics) for n, item in enumerate(items, start=1)]
     _check_output_pools(path, rules, outputs)
     _check_gates(path, rules, outputs)
     return rules
+
+
+def _parse_rule(
+    path: Path, number: int, item: Any, input_topics: set[str], output_topics: set[str]
+) -> Rule:
+    if not isinstance(item, dict):
+        raise _fail(path, number, "", "expected a mapping")
+    kind = item.get("type")
+    if kind not in RULE_FIELDS:
+        raise _fail(path, number, "type", f"unknown type {kind!r} (denorm, stateless or txn)")
+    takes = {"denorm": "left and right", "stateless": "in", "txn": "inputs"}[kind]
+    if kind != "denorm" and ("left" in item or "right" in item):
+        raise _fail(path, number, "left/right", f"a {kind} rule takes {takes}, not left/right")
+    if kind != "stateless" and "in" in item:
+        raise _fail(path, number, "in", f"a {kind} rule takes {takes}, not in")
+    unknown = set(item) - RULE_FIELDS[kind]
+    if unknown:
+        raise _fail(path, number, sorted(unknown)[0], f"not a field of a {kind} rule")
+    if kind == "txn":
+        return _parse_txn(path, number, item, input_topics, output_topics)
+    needed = ["left", "right", "join-on"] if kind == "denorm" else ["in"]
+    for name in [*needed, "out", "sql"]:
+        _text(path, number, item, name)
+    for name in ("left", "right", "in"):
+        if name in item and item[name] not in input_topics:
+            raise _fail(path, number, name, f"topic {item[name]!r} is not among the inputs")
+    if item["out"] not in output_topics:
+        raise _fail(path, number, "out", f"topic {item['out']!r} is not among the outputs")
+    join_on = None
+    if kind == "denorm":
+        join_on = split_join_on(item["join-on"])
+        if join_on is None:
+            raise _fail(
+                path, number, "join-on",
+                f"expected `<left expression> = <right expression>`, got {item['join-on']!r}",
+            )  # fmt: skip
+    gate = item.get("gate")
+    if gate is not None and gate not in GATES:
+        raise _fail(path, number, "gate", f"unknown gate {gate!r} (transaction)")
+    expire = _expiry(path, number, item, gated=gate is not None)
+    if expire is not None and kind == "stateless" and gate is None:
+        raise _fail(
+            path, number, "expire-after",
+            "a stateless rule's events never wait, unless it has `gate: transaction`",
+        )  # fmt: skip
+    topics = [item[n] for n in ("left", "right", "in") if n in item]
+    return Rule(
+        number=number,
+        type=kind,
+        out=item["out"],
+        sql=item["sql"].strip().rstrip(","),
+        where=_where(path, number, item),
+        input=item.get("in"),
+        left=item.get("left"),
+        right=item.get("right"),
+        join_on=join_on,
+        expire_after=expire,
+        gate=gate,
+        transaction_topic=_transaction_topic(path, number, topics, input_topics) if gate else None,
+    )
+
+
+def _parse_txn(
+    path: Path, number: int, item: dict, input_topics: set[str], output_topics: set[str]
+) -> Rule:
+    """A `txn` rule: its events wait in groups until the group is complete, then its SQL
+    runs once over the group (etl/groups.py)."""
+    topics = _topic_list(path, number, item, "inputs")
+    for topic in topics:
+        if topic not in input_topics:
+            raise _fail(path, number, "inputs", f"topic {topic!r} is not among the inputs")
+    outs = _topic_list(path, number, item, "out")
+    for topic in outs:
+        if topic not in output_topics:
+            raise _fail(path, number, "out", f"topic {topic!r} is not among the outputs")
+    complete_when = _text(path, number, item, "complete-when")
+    debezium = complete_when == DEBEZIUM_TRANSACTION
+    if debezium and "group-by" in item:
+        raise _fail(
+            path, number, "group-by",
+            f"with `complete-when: {DEBEZIUM_TRANSACTION}` the groups are Debezium's source "
+            "transactions (`transaction.id`): leave group-by out",
+        )  # fmt: skip
+    group_by = None if debezium else _text(path, number, item, "group-by")
+    return Rule(
+        number=number,
+        type="txn",
+        out=outs[0],
+        outs=tuple(outs),
+        sql=_text(path, number, item, "sql").rstrip(";").strip(),
+        where=_where(path, number, item),
+        inputs=tuple(topics),
+        group_by=group_by,
+        complete_when=complete_when,
+        expire_after=_expiry(path, number, item, gated=True),
+        gate="transaction" if debezium else None,
+        transaction_topic=_transaction_topic(path, number, topics, input_topics)
+        if debezium
+        else None,
+    )
+
+
+def _text(path: Path, number: int, item: dict, name: str) -> str:
+    if not isinstance(item.get(name), str) or not item[name].strip():
+        raise _fail(path, number, name, "missing or empty")
+    return item[name].strip()
+
+
+def _topic_list(path: Path, number: int, item: dict, name: str) -> list[str]:
+    """A topic or a list of topics, none twice."""
+    value = item.get(name)
+    topics = [value] if isinstance(value, str) else value
+    if (
+        not isinstance(topics, list)
+        or not topics
+        or not all(isinstance(t, str) and t.strip() for t in topics)
+    ):
+        raise _fail(path, number, name, "expected a topic or a non-empty list of topics")
+    if len(set(topics)) != len(topics):
+        raise _fail(path, number, name, "a topic is listed twice")
+    return topics
+
+
+def _where(path: Path, number: int, item: dict) -> str | None:
+    where = item.get("where")
+    if where is not None and (not isinstance(where, str) or not where.strip()):
+        raise _fail(path, number, "where", "must be a non-empty Spark SQL condition")
+    return where
+
+
+def _expiry(path: Path, number: int, item: dict, gated: bool) -> str | None:
+    if item.get("expire-after") is None:
+        return None
+    expire = str(item["expire-after"])
+    _check_expiry(path, number, expire, gated)
+    return expire
 
 
 def _check_expiry(path: Path, number: int, text: str, gated: bool) -> None:
@@ -141,16 +230,13 @@ def _check_expiry(path: Path, number: int, text: str, gated: bool) -> None:
     if gated and expiry.seconds is None:
         raise _fail(
             path, number, "expire-after",
-            "a gated rule's transactions expire after a time (e.g. 10m), not a count of offsets",
+            "a transaction (or group) expires after a time (e.g. 10m), not a count of offsets",
         )  # fmt: skip
 
 
-def _transaction_topic(path: Path, number: int, item: dict, inputs: set[str]) -> str | None:
+def _transaction_topic(path: Path, number: int, topics: list[str], inputs: set[str]) -> str:
     """A gated rule's transaction topic: the input `<prefix>.transaction` whose prefix its
     topics start with (the longest, if several do)."""
-    if item.get("gate") is None:
-        return None
-    topics = [item[n] for n in ("left", "right", "in") if n in item]
     candidates = [
         t for t in inputs
         if t.endswith(TRANSACTION_TOPIC_SUFFIX)
@@ -177,13 +263,17 @@ def _check_gates(path: Path, rules: list[Rule], outputs: list) -> None:
                     raise _fail(
                         path, rule.number, "gate",
                         f"topic {topic!r} is gated by rule {gated[topic].number}: every rule "
-                        "that reads it needs `gate: transaction` too",
+                        "that reads it needs `gate: transaction` too (or is a txn rule with "
+                        f"`complete-when: {DEBEZIUM_TRANSACTION}`)",
                     )  # fmt: skip
     pool_of = {r.topic: r.pool for r in outputs}
     pools: dict[str, set[str]] = {}
     for rule in rules:
         if rule.transaction_topic:
             pools.setdefault(rule.transaction_topic, set()).add(pool_of[rule.out])
+        if len({pool_of[t] for t in rule.output_topics}) > 1:
+            raise _fail(path, rule.number, "out", "its topics live in several staging pools; "
+                        "one rule's outputs are committed to one")  # fmt: skip
     for topic, found in pools.items():
         if len(found) > 1:
             raise ZyncError(
@@ -200,7 +290,7 @@ def _check_output_pools(path: Path, rules: list, outputs: list) -> None:
     pool_of = {r.topic: r.pool for r in outputs}
     pools_by_input: dict[str, set[str]] = {}
     for rule in rules:
-        for topic in filter(None, (rule.input, rule.left, rule.right)):
+        for topic in rule.topics:
             pools_by_input.setdefault(topic, set()).add(pool_of[rule.out])
     for topic, pools in pools_by_input.items():
         if len(pools) > 1:

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
 from zync_assets.etl import classify as cl
-from zync_assets.etl.commit import append_pass, copy_expired
+from zync_assets.etl.commit import append_pass
 from zync_assets.etl.compile import CompiledRule, compile_rules
-from zync_assets.etl.gate import TransactionCounts, transaction_counts
+from zync_assets.etl.expired import copy_expired
+from zync_assets.etl.groups import group_outputs
+from zync_assets.etl.open_txns import TransactionCounts, transaction_counts
 from zync_assets.etl.pending import classified_events, oldest_pending
 from zync_assets.etl.records import DONE_STATUS, done_records, output_records, outputs_per_topic
 from zync_assets.etl.snapshot import new_cursors
@@ -77,6 +80,7 @@ def _run_pool(
     path = pool_path(pool)
     this = classified_events(spark, spec, pool, rules, now)
     classified, pairs, snap = this.events, this.pairs, this.snap
+    releases: list[Callable[[], None]] = []
     try:
         summary = this.classified.tally
         counts: dict[str, int] = {}
@@ -85,7 +89,8 @@ def _run_pool(
         consumed = sum(counts.get(s, 0) for s in DONE_STATUS)
         pending = sum(counts.get(s, 0) for s in cl.WAITING_STATES)
         seen = {"raw_seen": snap.raw_end, "oldest_pending": oldest_pending(summary)}
-        if any(r.rule.gate for r in rules):
+        whole = any(r.rule.transactional for r in rules)  # a `txn` column joins older pools
+        if whole:
             seen["transactions"] = transaction_counts(classified)
         read = sum(counts.values())
         if consumed == 0:
@@ -93,8 +98,13 @@ def _run_pool(
                              cursors=snap.state.cursors, note="nothing new to ETL", **seen)  # fmt: skip
         run, attempt = snap.state.run + 1, uuid.uuid4().hex
         per_topic = outputs_per_topic(summary, rules)
+        grouped = group_outputs(classified, rules, spec.path)
+        if grouped is not None:
+            releases.append(grouped.release)
+            for topic, n in grouped.per_topic.items():
+                per_topic[topic] = per_topic.get(topic, 0) + n
         next_offsets = dict(snap.state.next_offsets)
-        outputs = output_records(classified, pairs, rules, run, next_offsets)
+        outputs = output_records(classified, pairs, rules, run, next_offsets, grouped)
         for topic, n in per_topic.items():
             next_offsets[topic] = next_offsets.get(topic, 0) + n
         records = done_records(classified, run)
@@ -106,18 +116,18 @@ def _run_pool(
             outputs=sum(per_topic.values()), done=consumed, expired=counts.get("expired", 0),
             pending=pending,
         )  # fmt: skip
-        gated = any(r.rule.gate for r in rules)  # a `txn` column joins older pools
-        append_pass(records, path, spec.name, pool, run, meta, merge_schema=gated)
+        append_pass(records, path, spec.name, pool, run, meta, merge_schema=whole)
     finally:
         this.release()
+        for release in releases:
+            release()
     committed = read_state(path, spec.name)
     if committed.attempt != attempt:
         return EtlResult(spec.name, pool, None, snap.state, read=read, cursors=committed.cursors,
                          raw_seen=snap.raw_end, note=f"another ETL of {spec.name} committed run {run} first; nothing written")  # fmt: skip
     expired = counts.get("expired", 0)
     if expired:
-        gated = {t for r in rules if r.rule.gate for t in (*r.topics, r.rule.transaction_topic)}
-        copy_expired(spark, pool, spec.name, run, {t for t in gated if t})
+        copy_expired(spark, pool, spec.name, run, rules)
     return EtlResult(
         spec.name, pool, run, snap.state, read=read, outputs=per_topic, done=consumed,
         expired=expired, unmatched=counts.get("unmatched", 0), pending=pending, cursors=cursors,
