@@ -189,7 +189,7 @@ def classify(
         "__held", F.when(F.col(GATED), F.lit(HELD_BY_TRANSACTION)).cast("string")
     )
     held = _hold_back(flagged)
-    if not any(r.rule.gate or r.rule.type == "txn" for r in rules):
+    if not any(r.rule.transactional for r in rules):
         return held
     return _keep_transactions_whole(held)
 

@@ -1,5 +1,7 @@
-"""`gate: transaction`: events of gated rules wait until their source transaction is
-complete, so that the outputs of one source transaction land together.
+"""Which events wait for their group: `gate: transaction` rules (and `txn` rules with
+`complete-when: debezium-transaction`) wait until their source transaction is complete,
+so that the outputs of one source transaction land together; `txn` rules with a
+`group-by` wait until their group's `complete-when` aggregate holds.
 
 Debezium (with `provide.transaction.metadata=true`) writes a BEGIN and an END record per
 source transaction to `<topic.prefix>.transaction`; END names the transaction's `id` and,
@@ -24,9 +26,14 @@ Rules for what has no transaction metadata: an event without a `transaction` blo
 written before the connector provided it, or a tombstone) is not gated; BEGIN records are
 done at once (`unmatched`).
 
+A `group-by` group (ids scoped `transforms[<n>]`) is complete when `complete-when`,
+aggregated over its events pending in the pass, is true; its position is its latest
+event's. An event the rule takes whose `group-by` is null has no group (classify.py
+expires it).
+
 A transaction whose oldest member is older than the smallest `expire-after` of the rules
-gated by its transaction topic expires whole: every member present goes to the
-dead-letter table.
+gated by its transaction topic (a group: older than its rule's) expires whole: every
+member present goes to the dead-letter table.
 """
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ STALE_TRANSACTION_S = 15 * 60
 
 
 def gated(spec: Spec) -> bool:
-    return any(rule.gate for rule in spec.transforms)
+    return any(rule.transactional for rule in spec.transforms)
 
 
 def stale_transactions_check(key: AssetKey, spec: Spec, result: EtlResult) -> AssetCheckResult:
