@@ -269,3 +269,44 @@ def test_a_later_transaction_on_a_held_key_waits_whole_and_an_open_one_expires(
     dead = spark.read.format("delta").load(dead_letter_path(staging)).collect()
     assert [(r.topic, r.offset) for r in dead] == [(source.topic("orders"), 0)]
     assert "source transaction 601:10 did not complete" in dead[0].reason
+
+
+def test_a_table_from_a_gated_output_applies_each_source_transaction_in_one_commit(
+    spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path
+) -> None:
+    from zync_assets.pools import table_path
+    from zync_assets.tables.apply import run_tables
+
+    source = Source(stack, f"txn{uuid.uuid4().hex[:6]}")
+    raw, staging = f"{source.prefix}_raw", f"{source.prefix}_staging"
+    spec = write_spec(tmp_path, source, raw, staging)
+    name = f"{source.prefix}_rows"
+    spec.write_text(
+        spec.read_text()
+        + f"tables:\n  - {{name: {name}, source: {source.prefix}_out, keys: [table, id]}}\n"
+    )
+    t1 = Txn(source, "801:10").change("orders", 1, 0).change("items", 11, 1).change("items", 12, 0)
+    t2 = Txn(source, "802:20").change("orders", 2, 1).change("items", 21, 0)
+    # Ingest 1 has all of t2 and all but one event of t1 (END included): the table's first
+    # pass applies t2 only; its second, all of t1 at once.
+    t1.begin(), t1.events(0, 1), t1.end(), t2.begin(), t2.events(), t2.end()
+    source.flush()
+    etl_pass(spark, stack, registry, spec)
+    [first] = run_tables(spark, load_spec(spec))
+    t1.events(2)
+    source.flush()
+    etl_pass(spark, stack, registry, spec)
+    [second] = run_tables(spark, load_spec(spec))
+    assert (first.run, second.run) == (1, 2)
+    feed = (
+        spark.read.format("delta").option("readChangeFeed", "true")
+        .option("startingVersion", 0).load(table_path(name))
+        .where("_change_type = 'insert'")
+        .selectExpr("txn", "_commit_version AS v").collect()
+    )  # fmt: skip
+    versions: dict[str, set[int]] = {}
+    for row in feed:
+        versions.setdefault(row.txn, set()).add(row.v)
+    assert set(versions) == {"801:10", "802:20"}
+    assert all(len(v) == 1 for v in versions.values()), versions  # each in one commit
+    assert versions["802:20"] != versions["801:10"]

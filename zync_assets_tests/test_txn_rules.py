@@ -17,7 +17,7 @@ from zync_assets.etl.compile import compile_rules
 from zync_assets.etl.report import pending_report
 from zync_assets.kafka.clients import ensure_topic
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import dead_letter_path, pool_path
+from zync_assets.pools import dead_letter_path, pool_exists, pool_path
 from zync_assets.spec import load_spec
 from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests.conftest import Stack
@@ -115,6 +115,56 @@ def test_zyncs_own_order_and_menu_example_gives_its_exact_outputs_and_cursor(
     # Nothing new: nothing changes.
     third = etl_pass(spark, stack, registry, spec)
     assert third.run is None and len(staged(spark, f"{p}_staging", "output")) == 2
+
+
+SIMPLE_SQL = (
+    "SELECT txn, NULL AS key, named_struct('n', count(*)) AS value, '{p}_orders' AS topic "
+    "FROM events GROUP BY txn"
+)
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("SELECT 'x' AS txn, NULL AS key, named_struct('n', 1) AS value, '{p}_orders' AS topic "
+         "FROM events",
+         "transforms[1] sql: yielded 2 row(s) whose `txn` is not one of the complete groups it "
+         "was given: yield each row's group as `txn`"),
+        ("SELECT txn, NULL AS key, named_struct('n', 1) AS value, 'nope' AS topic FROM events",
+         "transforms[1] sql: yielded topic 'nope', not one of its `out` topics ({p}_orders, "
+         "{p}_other)"),
+    ],
+)  # fmt: skip
+def test_sql_yielding_rows_of_no_group_or_topic_stops_the_pass_and_loses_nothing(
+    spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path, sql: str, message: str
+) -> None:
+    p = f"zx{uuid.uuid4().hex[:6]}"
+    for topic in (f"{p}.order", f"{p}.menu"):
+        ensure_topic(stack.kafka, topic, 1)
+    text = (
+        ZYNC_SPEC.format(p=p)
+        .replace(
+            f"  - {{topic: {p}_orders, pool: {p}_staging, format: json}}",
+            f"  - {{topic: {p}_orders, pool: {p}_staging, format: json}}\n"
+            f"  - {{topic: {p}_other, pool: {p}_staging, format: json}}",
+        )
+        .replace(f"    out: {p}_orders", f"    out: [{p}_orders, {p}_other]")
+    )
+    good_sql = text[text.index("    sql: |") :]
+    spec = tmp_path / "zync.yaml"
+    spec.write_text(text.replace(good_sql, f'    sql: "{sql.format(p=p)}"\n'))
+    send(stack, [
+        (f"{p}.order", record(1, False, customer="bob", product="chips", qty=1)),
+        (f"{p}.menu", record(1, True, product="chips", price=0.5)),
+    ])  # fmt: skip
+    with pytest.raises(ZyncError) as caught:
+        etl_pass(spark, stack, registry, spec)
+    assert str(caught.value) == f"{spec}: {message.format(p=p)}"
+    assert not pool_exists(pool_path(f"{p}_staging"))  # nothing committed
+    # The SQL mended, the same pass gives the group's output: nothing was lost.
+    spec.write_text(text.replace(good_sql, f'    sql: "{SIMPLE_SQL.format(p=p)}"\n'))
+    result = etl_pass(spark, stack, registry, spec)
+    assert result.outputs == {f"{p}_orders": 1} and result.done == 2
 
 
 def test_an_open_group_and_an_event_in_no_group_expire_with_their_reasons(

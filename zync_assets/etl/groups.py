@@ -55,15 +55,16 @@ def _count(frame: DataFrame, rules: list[CompiledRule], spec_path: object) -> di
     per_topic: dict[str, int] = {}
     for row in frame.groupBy("rule", "__topic", "__lost").count().collect():
         rule = next(r for r in rules if r.number == row["rule"])
+        where = f"{spec_path}: transforms[{rule.number}] sql"
         if row["__lost"]:
             raise ZyncError(
-                f"{spec_path}: transforms[{rule.number}] sql: yielded {row['count']} row(s) whose `txn` is "
-                "not one of the complete groups it was given: yield each row's group as `txn`"
+                f"{where}: yielded {row['count']} row(s) whose `txn` is not one of the complete "
+                "groups it was given: yield each row's group as `txn`"
             )
         if row["__topic"] not in rule.rule.output_topics:
             raise ZyncError(
-                f"{spec_path}: transforms[{rule.number}] sql: yielded topic {row['__topic']!r}, not one of "
-                f"its `out` topics ({', '.join(rule.rule.output_topics)})"
+                f"{where}: yielded topic {row['__topic']!r}, not one of its `out` topics "
+                f"({', '.join(rule.rule.output_topics)})"
             )
         per_topic[row["__topic"]] = per_topic.get(row["__topic"], 0) + row["count"]
     return per_topic
