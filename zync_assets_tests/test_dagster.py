@@ -247,3 +247,53 @@ def test_dead_letters_show_in_metadata_and_warn_through_an_asset_check(
         "no_dead_letters", False, AssetCheckSeverity.WARN,
     )  # fmt: skip
     assert check.metadata["inspect"].value == 'zync query "SELECT * FROM DeadPool_dlq"'
+
+
+def test_an_old_open_group_shows_in_metadata_and_warns_through_an_asset_check(
+    spark, stack: Stack, tmp_path: Path, lake: Path
+) -> None:
+    import datetime as dt
+    import uuid
+
+    from confluent_kafka import Producer
+    from dagster import AssetCheckSeverity
+
+    from zync_assets.kafka.clients import ensure_topic
+    from zync_assets.orchestration.staging import staging_key
+
+    p = f"grp{uuid.uuid4().hex[:6]}"
+    ensure_topic(stack.kafka, f"{p}.order", 1)
+    spec = tmp_path / "groups.yaml"
+    spec.write_text(
+        f"inputs:\n  - {{topic: {p}.order, pool: {p}Raw, format: json}}\n"
+        f"outputs:\n  - {{topic: {p}_out, pool: {p}Staging, format: json}}\n"
+        f"transforms:\n  - {{type: txn, inputs: [{p}.order], group-by: 'value:txn::bigint', "
+        f"complete-when: 'bool_or(value:done::boolean)', out: {p}_out, "
+        'sql: \'SELECT txn, NULL AS key, named_struct("n", count(*)) AS value FROM events '
+        "GROUP BY txn'}\n"
+    )
+    # A group opened 20 minutes ago whose completing record never came, and one complete.
+    producer = Producer(stack.kafka.client_config())
+    old = int((dt.datetime.now(dt.UTC) - dt.timedelta(minutes=20)).timestamp() * 1000)
+    for n, value in enumerate([{"txn": 1, "done": False}, {"txn": 2, "done": True}]):
+        producer.produce(f"{p}.order", json.dumps(value).encode(), timestamp=old + n)
+    assert producer.flush(30) == 0
+    defs = build_definitions([load_spec(spec)])
+    result = materialize(
+        [defs.get_assets_def(raw_key(f"{p}Raw")), defs.get_assets_def(staging_key(f"{p}Staging"))],
+        instance=DagsterInstance.ephemeral(),
+        resources=defs.resources,
+    )
+    assert result.success
+    [staging] = [
+        m.materialization.metadata
+        for m in result.get_asset_materialization_events()
+        if m.asset_key == staging_key(f"{p}Staging")
+    ]
+    assert staging["outputs"].value == 1 and staging["open_transactions"].value == 1
+    assert staging["oldest_open_transaction_age_s"].value >= 20 * 60
+    [check] = [
+        c for c in result.get_asset_check_evaluations() if c.check_name == "no_stale_transactions"
+    ]
+    assert (check.passed, check.severity) == (False, AssetCheckSeverity.WARN)
+    assert check.metadata["inspect"].value == f"zync etl {spec} --pending"
