@@ -7,6 +7,7 @@ through Spark Connect instead. Properties come from `resources/spark.conf`
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -101,6 +102,11 @@ def select_over(frame: DataFrame, select_list: str) -> DataFrame:
     each action, after a view dropped by its maker would be gone."""
     escaped = select_list.replace("{", "{{").replace("}", "}}")  # literal braces in the SQL
     return frame.sparkSession.sql(f"SELECT {escaped} FROM {{frame}}", frame=frame)
+
+
+def union_all(frames: list[DataFrame]) -> DataFrame:
+    """The frames' rows together (by column name); at least one frame."""
+    return functools.reduce(DataFrame.unionByName, frames)
 
 
 def pinned(frame: DataFrame) -> DataFrame:

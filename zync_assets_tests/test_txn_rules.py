@@ -15,7 +15,6 @@ from confluent_kafka import Producer
 from zync_assets.errors import ZyncError
 from zync_assets.etl.compile import compile_rules
 from zync_assets.etl.report import pending_report
-from zync_assets.kafka.clients import ensure_topic
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import dead_letter_path, pool_exists, pool_path
 from zync_assets.spec import load_spec
@@ -70,12 +69,16 @@ def staged(spark, staging: str, kind: str) -> list:
     return frame.orderBy("kind", "kafka.topic", "kafka.offset").collect()
 
 
+def order_and_menu(stack: Stack) -> str:
+    """Fresh `<p>.order` and `<p>.menu` topics: their prefix."""
+    p = order_and_menu(stack)
+    return p
+
+
 def test_zyncs_own_order_and_menu_example_gives_its_exact_outputs_and_cursor(
     spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path
 ) -> None:
-    p = f"zx{uuid.uuid4().hex[:6]}"
-    for topic in (f"{p}.order", f"{p}.menu"):
-        ensure_topic(stack.kafka, topic, 1)
+    p = order_and_menu(stack)
     spec = tmp_path / "zync.yaml"
     spec.write_text(ZYNC_SPEC.format(p=p))
     # consume-1: jane's taco order and bob's burrito order, then the taco's menu record,
@@ -138,9 +141,7 @@ SIMPLE_SQL = (
 def test_sql_yielding_rows_of_no_group_or_topic_stops_the_pass_and_loses_nothing(
     spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path, sql: str, message: str
 ) -> None:
-    p = f"zx{uuid.uuid4().hex[:6]}"
-    for topic in (f"{p}.order", f"{p}.menu"):
-        ensure_topic(stack.kafka, topic, 1)
+    p = order_and_menu(stack)
     text = (
         ZYNC_SPEC.format(p=p)
         .replace(
@@ -170,9 +171,7 @@ def test_sql_yielding_rows_of_no_group_or_topic_stops_the_pass_and_loses_nothing
 def test_an_open_group_and_an_event_in_no_group_expire_with_their_reasons(
     spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path
 ) -> None:
-    p = f"zx{uuid.uuid4().hex[:6]}"
-    for topic in (f"{p}.order", f"{p}.menu"):
-        ensure_topic(stack.kafka, topic, 1)
+    p = order_and_menu(stack)
     spec = tmp_path / "zync.yaml"
     spec.write_text(ZYNC_SPEC.format(p=p).replace("    out:", "    expire-after: 1h\n    out:"))
     send(stack, [

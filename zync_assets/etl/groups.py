@@ -14,7 +14,7 @@ from zync_assets.errors import ZyncError
 from zync_assets.etl.compile import EVENT_FIELDS, CompiledRule
 from zync_assets.etl.gate import TXN, TXN_POS
 from zync_assets.etl.group_sql import group_value, run_sql
-from zync_assets.spark import pinned, unpin
+from zync_assets.spark import pinned, union_all, unpin
 from zync_assets.variants import as_variant
 
 
@@ -39,10 +39,7 @@ def group_outputs(
     parts = [_rule_outputs(classified, r) for r in rules if r.rule.type == "txn"]
     if not parts:
         return None
-    frame = parts[0]
-    for part in parts[1:]:
-        frame = frame.unionByName(part)
-    frame = pinned(frame)
+    frame = pinned(union_all(parts))
     try:
         per_topic = _count(frame, rules, spec_path)
     except BaseException:

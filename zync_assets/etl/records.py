@@ -11,6 +11,7 @@ from zync_assets.etl.compile import CompiledRule, event_struct, select_outputs
 from zync_assets.etl.gate import TXN, TXN_POS
 from zync_assets.etl.groups import GroupOutputs
 from zync_assets.etl.order import moved_outputs, output_offset, with_effective_position
+from zync_assets.spark import union_all
 from zync_assets.variants import as_variant
 
 SOURCE_TYPE = "struct<topic: string, partition: int, offset: bigint>"
@@ -64,9 +65,7 @@ def output_records(
         parts.append(grouped.frame)
     if not parts:
         return None
-    outputs = parts[0]
-    for part in parts[1:]:
-        outputs = outputs.unionByName(part)
+    outputs = union_all(parts)
     moved = moved_outputs(classified)
     whole = any(r.rule.transactional for r in rules)
     return _number(with_effective_position(outputs, moved), run, next_offsets, whole)

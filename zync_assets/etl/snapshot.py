@@ -22,6 +22,7 @@ from zync_assets.etl.state import EtlState, read_state
 from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.pools import pool_exists, pool_path
+from zync_assets.spark import union_all
 from zync_assets.spec import Spec
 
 KAFKA_TYPE = "struct<topic: string, partition: int, offset: bigint, timestamp: timestamp>"
@@ -70,9 +71,7 @@ def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRul
     if not frames:
         empty = spark.createDataFrame([], "kafka " + KAFKA_TYPE + ", key variant, value variant")
         frames = [empty]
-    candidates = frames[0]
-    for frame in frames[1:]:
-        candidates = candidates.unionByName(frame)
+    candidates = union_all(frames)
     path = pool_path(pool)
     if pool_exists(path):
         done = (
