@@ -15,6 +15,7 @@ from confluent_kafka import Producer
 from zync_assets.errors import ZyncError
 from zync_assets.etl.compile import compile_rules
 from zync_assets.etl.report import pending_report
+from zync_assets.kafka.clients import ensure_topic
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import dead_letter_path, pool_exists, pool_path
 from zync_assets.spec import load_spec
@@ -71,7 +72,9 @@ def staged(spark, staging: str, kind: str) -> list:
 
 def order_and_menu(stack: Stack) -> str:
     """Fresh `<p>.order` and `<p>.menu` topics: their prefix."""
-    p = order_and_menu(stack)
+    p = f"zx{uuid.uuid4().hex[:6]}"
+    for topic in (f"{p}.order", f"{p}.menu"):
+        ensure_topic(stack.kafka, topic, 1)
     return p
 
 
