@@ -4,10 +4,10 @@
 Why, by what the event waited for:
 - a denorm rule's partner: `expired: rule 1 found no partner in time`;
 - a Debezium source transaction: which of its parts never arrived, e.g. `expired: source
-  transaction 501:10 did not complete within its rule's expire-after (1h):
-  shop.public.items 1 of 2 events`;
+  transaction 501:10 did not complete within its rule's expire-after: shop.public.items
+  1 of 2 events` (or `its END record`);
 - a `txn` rule's group: `expired: group 10001 of rule 1 did not complete within its
-  expire-after (1h): complete-when bool_or(...) stayed false over its 2 events`, or,
+  expire-after (1h): complete-when bool_or(...) stayed false over its 2 event(s)`, or,
   for an event its `group-by` put in no group, that the group-by was null.
 """
 
@@ -19,7 +19,7 @@ from pyspark.sql.window import WindowSpec
 
 from zync_assets.delta_writes import append_once
 from zync_assets.etl.compile import CompiledRule, event_columns
-from zync_assets.etl.gate import GATED, TXN, member_of
+from zync_assets.etl.gate import GATED, GROUP_SCOPE, TXN, member_of
 from zync_assets.etl.open_txns import open_transactions
 from zync_assets.pools import dead_letter_path, pool_path
 
@@ -101,7 +101,7 @@ def _reason(rules: list[CompiledRule], members: DataFrame) -> Column:
         F.when(F.col("__wants").isNotNull(), F.concat(F.lit(": "), F.col("__wants")))
         .otherwise(F.lit("")),
     )  # fmt: skip
-    gated = F.col(TXN).isNotNull() & ~F.col(TXN).startswith("transforms[")
+    gated = F.col(TXN).isNotNull() & ~F.col(TXN).startswith(GROUP_SCOPE)
     return F.when(gated, debezium).otherwise(reason)
 
 

@@ -90,7 +90,7 @@ def _parse_rule(
     if not isinstance(item, dict):
         raise _fail(path, number, "", "expected a mapping")
     kind = item.get("type")
-    if kind not in RULE_FIELDS:
+    if not isinstance(kind, str) or kind not in RULE_FIELDS:
         raise _fail(path, number, "type", f"unknown type {kind!r} (denorm, stateless or txn)")
     takes = {"denorm": "left and right", "stateless": "in", "txn": "inputs"}[kind]
     if kind != "denorm" and ("left" in item or "right" in item):
