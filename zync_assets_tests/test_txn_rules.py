@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 
 from zync_assets.errors import ZyncError
 from zync_assets.etl.compile import compile_rules
-from zync_assets.etl.report import pending_report
+from zync_assets.etl.report import explain_spec, pending_report
 from zync_assets.kafka.clients import ensure_topic
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import dead_letter_path, pool_exists, pool_path
@@ -121,6 +121,10 @@ def test_zyncs_own_order_and_menu_example_gives_its_exact_outputs_and_cursor(
     # Nothing new: nothing changes.
     third = etl_pass(spark, stack, registry, spec)
     assert third.run is None and len(staged(spark, f"{p}_staging", "output")) == 2
+    explained = explain_spec(spark, load_spec(spec)).splitlines()
+    assert f"rule 1: txn → {p}_orders" in explained
+    assert f"  inputs {p}.order, {p}.menu, grouped by value:txn::bigint" in explained
+    assert "  a group is transformed once, when bool_or(value:done::boolean) holds" in explained
 
 
 SIMPLE_SQL = (
