@@ -40,7 +40,7 @@ from zync_assets.spec import Route, Spec, all_raw_pools
 from zync_assets.status import etl_backlog
 from zync_assets.tables.apply import TableResult, apply_table, compile_tables
 from zync_assets.tables.changes import CompiledTable
-from zync_assets.tokafka.sync import SyncResult, sync_topic
+from zync_assets.tokafka.sync import SyncResult, sync_pool
 
 T = TypeVar("T")
 
@@ -105,7 +105,7 @@ class Pipeline:
     # Delta versions each stage last saw of its input pools (None: not run yet).
     _etl_saw: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
     _etl_pending_since: dict[str, float] = field(default_factory=dict)
-    _sync_saw: dict[str, int | None] = field(default_factory=dict)
+    _sync_saw: dict[str, int | None] = field(default_factory=dict)  # staging pool -> version
     _sent: dict[str, int] = field(default_factory=dict)  # topic -> next staging offset to send
     _compiled: dict[str, list[CompiledRule]] = field(default_factory=dict)
     _table_saw: dict[str, int | None] = field(default_factory=dict)  # table -> its pool's version
@@ -121,8 +121,8 @@ class Pipeline:
                 self._transform(spec, reporter, result)
         result.seconds["etl"], started = self.clock() - started, self.clock()
         for spec in self.specs:
-            for route in spec.outputs:
-                self._sync(spec, route, reporter, result)
+            for pool, routes in _routes_by_pool(spec).items():
+                self._sync(spec, pool, routes, reporter, result)
         result.seconds["to-kafka"], started = self.clock() - started, self.clock()
         if any(spec.tables for spec in self.specs):
             for spec in self.specs:
@@ -218,24 +218,35 @@ class Pipeline:
         return True
 
     def _sync(
-        self, spec: Spec, route: Route, reporter: PipelineReporter, result: PassResult
-    ) -> None:
-        version = pool_version(pool_path(route.pool))
-        if version is None or self._sync_saw.get(route.topic) == version:
+        self, spec: Spec, pool: str, routes: list[Route], reporter: PipelineReporter,
+        result: PassResult,
+    ) -> None:  # fmt: skip
+        """Sync a staging pool's routes: together when its outputs carry source
+        transactions (tokafka/together.py), else topic by topic."""
+        version = pool_version(pool_path(pool))
+        if version is None or self._sync_saw.get(pool) == version:
             return  # no staging yet, or nothing committed since the last sync
-        staged = read_state(pool_path(route.pool), spec.name).next_offsets.get(route.topic, 0)
-        sent = self._sent.get(route.topic)
-        with sized_work(self.spark, staged - sent if sent is not None else None):
-            done = _unless_raced("to-kafka", reporter, result, lambda: sync_topic(
-                self.spark, route.pool, route.topic, self.kafka, self.registry,
-                wire_format=route.format.value,
+        state = read_state(pool_path(pool), spec.name)
+        unsent = [
+            state.next_offsets.get(r.topic, 0) - self._sent[r.topic]
+            for r in routes
+            if r.topic in self._sent
+        ]
+        formats = {r.topic: r.format.value for r in routes}
+        with sized_work(self.spark, sum(unsent) if len(unsent) == len(routes) else None):
+            done = _unless_raced("to-kafka", reporter, result, lambda: sync_pool(
+                self.spark, pool, self.kafka, self.registry, topics=list(formats),
+                formats=formats,
             ))  # fmt: skip
         if done is None:
             return
-        self._sync_saw[route.topic] = version
-        self._sent[route.topic] = done.next_offset
-        result.synced.append(done)
-        reporter.synced(spec, route, done)
+        self._sync_saw[pool] = version
+        by_topic = {r.topic: r for r in routes}
+        for synced in done:
+            self._sent[synced.topic] = synced.next_offset
+            result.synced.append(synced)
+            if synced.topic in by_topic:
+                reporter.synced(spec, by_topic[synced.topic], synced)
 
     def _apply_tables(self, spec: Spec, reporter: PipelineReporter, result: PassResult) -> None:
         if spec.name not in self._tables:  # checked once, against Spark
@@ -266,3 +277,10 @@ def _unless_raced(
         result.conflicts += 1
         reporter.conflicted(stage, str(exc))
         return None
+
+
+def _routes_by_pool(spec: Spec) -> dict[str, list[Route]]:
+    pools: dict[str, list[Route]] = {}
+    for route in spec.outputs:
+        pools.setdefault(route.pool, []).append(route)
+    return pools

@@ -297,3 +297,52 @@ def test_an_old_open_group_shows_in_metadata_and_warns_through_an_asset_check(
     ]
     assert (check.passed, check.severity) == (False, AssetCheckSeverity.WARN)
     assert check.metadata["inspect"].value == f"zync etl {spec} --pending"
+
+
+def test_a_pools_topics_sent_together_are_one_multi_asset(
+    spark, stack: Stack, tmp_path: Path, lake: Path
+) -> None:
+    """A `txn` rule with two outs: its pool's topics are one multi-asset, and materializing
+    it sends both, each group's rows in one Kafka transaction."""
+    import uuid
+
+    from confluent_kafka import Producer
+
+    from zync_assets.kafka.clients import ensure_topic
+    from zync_assets.orchestration.raw import topic_key
+    from zync_assets.orchestration.staging import staging_key
+
+    p = f"two{uuid.uuid4().hex[:6]}"
+    ensure_topic(stack.kafka, f"{p}.order", 1)
+    spec = tmp_path / "two.yaml"
+    spec.write_text(
+        f"inputs:\n  - {{topic: {p}.order, pool: {p}Raw, format: json}}\n"
+        f"outputs:\n  - {{topic: {p}_a, pool: {p}Staging, format: json}}\n"
+        f"  - {{topic: {p}_b, pool: {p}Staging, format: json}}\n"
+        f"transforms:\n  - {{type: txn, inputs: [{p}.order], group-by: 'value:txn::bigint', "
+        f"complete-when: 'bool_or(value:done::boolean)', out: [{p}_a, {p}_b], "
+        'sql: \'SELECT txn, topic, NULL AS key, named_struct("txn", txn) AS value FROM events '
+        f'CROSS JOIN (SELECT explode(array("{p}_a", "{p}_b")) AS topic) GROUP BY txn, topic\'}}\n'
+    )
+    producer = Producer(stack.kafka.client_config())
+    for value in ({"txn": 1, "done": False}, {"txn": 1, "done": True}, {"txn": 2, "done": True}):
+        producer.produce(f"{p}.order", json.dumps(value).encode())
+    assert producer.flush(30) == 0
+    defs = build_definitions([load_spec(spec)])
+    a, b = defs.get_assets_def(topic_key(f"{p}_a")), defs.get_assets_def(topic_key(f"{p}_b"))
+    assert a is b and a.node_def.name == f"to_kafka_{p}Staging"
+    everything = [
+        defs.get_assets_def(key)
+        for key in (raw_key(f"{p}Raw"), staging_key(f"{p}Staging"), topic_key(f"{p}_a"))
+    ]
+    result = materialize(everything, instance=DagsterInstance.ephemeral(), resources=defs.resources)
+    assert result.success
+    sent = {
+        m.asset_key: m.materialization.metadata["records_sent"].value
+        for m in result.get_asset_materialization_events()
+        if m.asset_key in (topic_key(f"{p}_a"), topic_key(f"{p}_b"))
+    }
+    assert sent == {topic_key(f"{p}_a"): 2, topic_key(f"{p}_b"): 2}
+    for topic in (f"{p}_a", f"{p}_b"):
+        records = read_topic(stack, topic, decode=False)
+        assert sorted(json.loads(r.value)["payload"]["txn"] for r in records) == [1, 2]

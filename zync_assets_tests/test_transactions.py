@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from zync_assets.errors import ZyncError
 from zync_assets.etl.report import pending_report, waiting_events
 from zync_assets.etl.run import run_etl
 from zync_assets.ingest.ingest import ingest
@@ -22,7 +23,7 @@ from zync_assets.kafka.clients import ensure_topic
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import dead_letter_path, pool_exists, pool_path
 from zync_assets.spec import load_spec
-from zync_assets.tokafka.sync import sync_pool
+from zync_assets.tokafka.sync import sync_pool, sync_topic
 from zync_assets_tests.conftest import Stack
 
 pytestmark = pytest.mark.integration
@@ -109,10 +110,14 @@ class Txn:
             self.event(index)
 
 
-def write_spec(folder: Path, source: Source, raw: str, staging: str, expire: str = "") -> Path:
+def write_spec(
+    folder: Path, source: Source, raw: str, staging: str, expire: str = "", split: bool = False
+) -> Path:
+    """Gated rules, one per table, to `<prefix>_out` (or, `split`, to `<prefix>_<table>`)."""
     expiry = f", expire-after: {expire}" if expire else ""
+    out = {t: f"{source.prefix}_{t if split else 'out'}" for t in TABLES}
     rules = "\n".join(
-        f"  - {{type: stateless, gate: transaction, in: {source.topic(t)}, out: {source.prefix}_out"
+        f"  - {{type: stateless, gate: transaction, in: {source.topic(t)}, out: {out[t]}"
         f"{expiry}, sql: \"in.key AS key, named_struct('table', '{t}', 'id', in.after:id::bigint,"
         f" 'txn', in.value:transaction.id::string) AS value\"}}"
         for t in TABLES
@@ -121,11 +126,12 @@ def write_spec(folder: Path, source: Source, raw: str, staging: str, expire: str
         f"  - {{topic: {topic}, pool: {raw}, format: json}}"
         for topic in (*(source.topic(t) for t in TABLES), source.transactions)
     )
-    path = folder / f"{source.prefix}.yaml"
-    path.write_text(
-        f"inputs:\n{inputs}\noutputs:\n  - {{topic: {source.prefix}_out, pool: {staging}, "
-        f"format: json}}\ntransforms:\n{rules}\n"
+    outputs = "\n".join(
+        f"  - {{topic: {topic}, pool: {staging}, format: json}}"
+        for topic in sorted(set(out.values()))
     )
+    path = folder / f"{source.prefix}.yaml"
+    path.write_text(f"inputs:\n{inputs}\noutputs:\n{outputs}\ntransforms:\n{rules}\n")
     return path
 
 
@@ -310,3 +316,54 @@ def test_a_table_from_a_gated_output_applies_each_source_transaction_in_one_comm
     assert set(versions) == {"801:10", "802:20"}
     assert all(len(v) == 1 for v in versions.values()), versions  # each in one commit
     assert versions["802:20"] != versions["801:10"]
+
+
+def test_a_source_transaction_across_two_topics_is_one_kafka_transaction(
+    spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path
+) -> None:
+    """Orders and items go to two topics of one staging pool: after every Kafka commit, a
+    read_committed consumer of both sees each source transaction whole or not at all."""
+    source = Source(stack, f"txn{uuid.uuid4().hex[:6]}")
+    raw, staging = f"{source.prefix}_raw", f"{source.prefix}_staging"
+    spec = write_spec(tmp_path, source, raw, staging, split=True)
+    topics = [f"{source.prefix}_{t}" for t in TABLES]
+    txns = [
+        Txn(source, f"90{n}:{n}0").change("orders", n, n % 2).change("items", 10 + n, 0)
+        .change("items", 20 + n, 1)
+        for n in range(1, 5)
+    ]  # fmt: skip
+    txns.append(Txn(source, "909:90").change("orders", 9, 0))  # one table only
+    for txn in txns:
+        txn.begin(), txn.events(), txn.end()
+    source.flush()
+    etl_pass(spark, stack, registry, spec)
+    staged = {txn: len(rows) for txn, rows in by_txn(outputs(spark, staging)).items()}
+    assert staged == {**{f"90{n}:{n}0": 3 for n in range(1, 5)}, "909:90": 1}
+
+    def committed() -> dict[str, int]:
+        seen: dict[str, int] = {}
+        for topic in topics:
+            for _, value in kafka_offsets(stack, topic):
+                seen[value["txn"]] = seen.get(value["txn"], 0) + 1
+        return seen
+
+    views = []
+
+    def after_each_commit(topic: str, sent: int, total: int) -> None:
+        view = committed()
+        halves = {txn: n for txn, n in view.items() if n != staged[txn]}
+        assert not halves, f"after sending {sent} of {topic}: {halves} of {staged}"
+        views.append(len(view))
+
+    results = sync_pool(spark, staging, stack.kafka, registry, transaction_size=1,
+                        default_format="json", progress=after_each_commit)  # fmt: skip
+    assert sorted(r.topic for r in results) == sorted(topics)
+    assert sum(r.sent for r in results) == sum(staged.values())
+    assert committed() == staged  # each exactly once
+    # One source transaction per Kafka transaction (one record asked for each): five
+    # commits, each seen with one more transaction than the one before.
+    assert sorted(set(views)) == [1, 2, 3, 4, 5]
+    again = sync_pool(spark, staging, stack.kafka, registry, default_format="json")
+    assert [r.sent for r in again] == [0, 0]
+    with pytest.raises(ZyncError, match=r"sent together, not .* alone: sync the pool"):
+        sync_topic(spark, staging, topics[0], stack.kafka, registry, wire_format="json")

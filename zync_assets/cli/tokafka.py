@@ -29,7 +29,8 @@ def describe(result: SyncResult) -> str:
 @click.command("to-kafka")
 @click.option("--pool", "-p", required=True, help="Staging pool to send from.")
 @click.option("--topic", "-t", "topics", multiple=True,
-              help="Output topic to sync (repeatable); default: every topic the pool has records for.")  # fmt: skip
+              help="Output topic to sync (repeatable); default: every topic the pool has records "
+              "for. A pool with gated or txn rules sends all its topics, together.")  # fmt: skip
 @click.option("--partitions", type=click.IntRange(min=1),
               help="Create missing topics with N partitions (records spread by key hash).")  # fmt: skip
 @click.option("--transaction-size", type=click.IntRange(min=1), default=200_000, show_default=True,

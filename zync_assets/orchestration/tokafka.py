@@ -1,20 +1,32 @@
 """`kafka/<output topic>` per spec output: staging → Kafka, after staging gains records.
 
+A staging pool that a gated or `txn` rule writes to sends its topics together, in Kafka
+transactions that keep each source transaction whole across them (tokafka/together.py):
+its topics are one multi-asset, materialized together.
+
 (No `from __future__ import annotations`: Dagster reads the asset functions' type hints.)
 """
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
-from dagster import AssetExecutionContext, AutomationCondition, MaterializeResult, asset
+from dagster import (
+    AssetExecutionContext,
+    AssetSpec,
+    AutomationCondition,
+    MaterializeResult,
+    asset,
+    multi_asset,
+)
 
 from zync_assets.etl.state import read_state
 from zync_assets.orchestration.raw import topic_key
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
 from zync_assets.orchestration.staging import done_key, staging_key
 from zync_assets.pools import pool_path
-from zync_assets.spec import Spec
-from zync_assets.tokafka.sync import SyncResult, sync_topic
+from zync_assets.spec import Route, Spec
+from zync_assets.tokafka.sync import SyncResult, sync_pool
 
 
 def sync_metadata(result: SyncResult) -> dict[str, Any]:
@@ -31,41 +43,98 @@ def sync_metadata(result: SyncResult) -> dict[str, Any]:
 
 
 def output_topic_assets(spec: Spec) -> list:
-    return [
-        _topic_asset(spec, route.topic, route.pool, route.format.value) for route in spec.outputs
-    ]
+    together = pools_sent_together(spec)
+    assets = [_topic_asset(spec, route) for route in spec.outputs if route.pool not in together]
+    for pool in sorted(together):
+        assets.append(_pool_topics_asset(spec, pool))
+    return assets
 
 
-def _topic_asset(spec: Spec, topic: str, pool: str, wire_format: str):
-    @asset(
-        key=topic_key(topic),
-        deps=[staging_key(pool), done_key(pool)],  # both live in the staging pool
-        group_name="kafka_out",
-        automation_condition=AutomationCondition.eager(),
-        description=(
-            f"Output topic {topic}: staging pool {pool}'s records, exactly once, "
-            + ("Avro." if wire_format == "avro" else "Kafka Connect JSON.")
-        ),
-        tags={"zync/stage": "to-kafka"},
-    )
+def pools_sent_together(spec: Spec) -> set[str]:
+    """Staging pools a gated or `txn` rule of `spec` writes to."""
+    pool_of = {route.topic: route.pool for route in spec.outputs}
+    return {
+        pool_of[topic]
+        for rule in spec.transforms
+        if rule.transactional
+        for topic in rule.output_topics
+        if topic in pool_of
+    }
+
+
+def _topic_spec(route: Route) -> dict[str, Any]:
+    wire = "Avro." if route.format.value == "avro" else "Kafka Connect JSON."
+    return {
+        "key": topic_key(route.topic),
+        "deps": [staging_key(route.pool), done_key(route.pool)],  # both in the staging pool
+        "group_name": "kafka_out",
+        "automation_condition": AutomationCondition.eager(),
+        "description": f"Output topic {route.topic}: staging pool {route.pool}'s records, "
+        f"exactly once, {wire}",
+    }
+
+
+def _topic_asset(spec: Spec, route: Route):
+    @asset(**_topic_spec(route), tags={"zync/stage": "to-kafka"})
     def output_topic(
         context: AssetExecutionContext,
         spark: SparkResource,
         kafka: KafkaResource,
         schema_registry: SchemaRegistryResource,
     ) -> MaterializeResult:
-        result = sync_topic(
-            spark.session(), pool, topic, kafka.settings(), schema_registry.registry(),
-            wire_format=wire_format,
-        )  # fmt: skip
+        # Its topic alone; all the pool's if the pool's outputs turn out to carry source
+        # transactions (a gated rule since taken out of the spec): sync_pool sends those
+        # together.
+        results = _sync(context, spec, route.pool, [route.topic], spark, kafka, schema_registry)
+        mine = [r for r in results if r.topic == route.topic]
+        return output_topic_materialization(spec, mine[0])
+
+    return output_topic
+
+
+def _pool_topics_asset(spec: Spec, pool: str):
+    routes = [route for route in spec.outputs if route.pool == pool]
+
+    @multi_asset(
+        name=f"to_kafka_{pool.replace('-', '_')}",
+        specs=[AssetSpec(**_topic_spec(route)) for route in routes],
+        op_tags={"zync/stage": "to-kafka"},
+        description=f"Staging pool {pool}'s output topics, sent together: a source "
+        "transaction's records are in one Kafka transaction across them.",
+        can_subset=False,
+    )
+    def pool_topics(
+        context: AssetExecutionContext,
+        spark: SparkResource,
+        kafka: KafkaResource,
+        schema_registry: SchemaRegistryResource,
+    ) -> Iterator[MaterializeResult]:
+        keys = [route.topic for route in routes]
+        for result in _sync(context, spec, pool, keys, spark, kafka, schema_registry):
+            if result.topic in keys:
+                yield output_topic_materialization(spec, result)
+
+    return pool_topics
+
+
+def _sync(
+    context: AssetExecutionContext, spec: Spec, pool: str, topics: list[str],
+    spark: SparkResource, kafka: KafkaResource, schema_registry: SchemaRegistryResource,
+) -> list[SyncResult]:  # fmt: skip
+    """Sync `topics` of `pool` (all the pool's, if it sends them together), each in the
+    format its route in `spec` gives."""
+    formats = {r.topic: r.format.value for r in spec.outputs if r.pool == pool}
+    results = sync_pool(
+        spark.session(), pool, kafka.settings(), schema_registry.registry(),
+        topics=topics, formats=formats,
+    )  # fmt: skip
+    for result in results:
         context.log.info(
-            f"{pool} → {topic}: sent {result.sent} records from staging offset "
+            f"{pool} → {result.topic}: sent {result.sent} records from staging offset "
             f"{result.first_offset}; high-water marks {result.high_water_before} → "
             f"{result.high_water_after}"
         )
-        return output_topic_materialization(spec, result)
-
-    return output_topic
+    return results
 
 
 def output_topic_materialization(spec: Spec, result: SyncResult) -> MaterializeResult:

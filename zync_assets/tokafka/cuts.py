@@ -1,63 +1,86 @@
 """Where to-kafka may end a Kafka transaction: never inside a source transaction.
 
-ETL writes each output of a gated rule with its source transaction (`txn`,
-etl/records.py), all of one source transaction in one staging commit. The outputs of a
-source transaction to one topic span offsets [first, last]; spans that overlap are
-merged. A Kafka transaction may end before offset `c` only if no span holds both `c - 1`
-and `c`; a chunk (`--transaction-size`) that would end inside a span is extended to the
-span's end, so a read_committed consumer sees a source transaction whole or not at all.
+ETL writes each output of a gated or `txn` rule with its source transaction or group
+(`txn`, etl/records.py), all of one transaction in one staging commit, possibly to several
+output topics of the pool. A Kafka transaction sends, per topic, the records from where
+the topic stands up to an end; ends are chosen so that every source transaction has all
+its records on one side of them in every topic: when a topic's part takes a record of a
+source transaction, every topic's end moves past that transaction's last record there,
+until nothing moves (a closure: what it pulls in may pull in more). A read_committed
+consumer — of one topic or of all of them — then sees a source transaction whole or not
+at all.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+
+Piece = tuple[str, str, int, int]  # txn, topic, first offset, last offset
 
 
 @dataclass(frozen=True)
 class Cuts:
-    """Merged, sorted, disjoint spans [first, last] of source transactions' outputs."""
+    """The source transactions of several records: for each, its [first, last] per topic."""
 
-    spans: tuple[tuple[int, int], ...] = ()
+    lasts: dict[str, dict[str, int]] = field(default_factory=dict)  # txn -> topic -> last
+    starts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # sorted (first, txn)
 
-    def allowed(self, cut: int) -> int:
-        """The first offset ≥ `cut` before which a Kafka transaction may end."""
-        i = bisect.bisect_left(self.spans, (cut, cut)) - 1  # the last span starting < cut
-        if i >= 0 and self.spans[i][1] >= cut:
-            return self.spans[i][1] + 1
-        return cut
+    def ends(self, positions: Mapping[str, int], wanted: Mapping[str, int]) -> dict[str, int]:
+        """The smallest ends (exclusive), per topic, at least `wanted`, that split no source
+        transaction, for a Kafka transaction that starts at `positions` (ends that
+        themselves split none: whatever starts below a position was sent whole)."""
+        ends = {topic: max(wanted.get(topic, at), at) for topic, at in positions.items()}
+        taken = {t: bisect.bisect_left(s, (positions.get(t, 0),)) for t, s in self.starts.items()}
+        moved = True
+        while moved:
+            moved = False
+            for topic, starts in self.starts.items():
+                i = taken[topic]
+                while i < len(starts) and starts[i][0] < ends.get(topic, 0):
+                    for other, last in self.lasts[starts[i][1]].items():
+                        if last + 1 > ends.get(other, 0):
+                            ends[other] = last + 1
+                            moved = True
+                    i += 1
+                taken[topic] = i
+        return ends
 
 
-def merged(spans: Iterable[tuple[int, int]]) -> Cuts:
-    """Cuts from [first, last] spans in any order (single-record spans may be left out)."""
-    out: list[tuple[int, int]] = []
-    for first, last in sorted(spans):
-        if out and first <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], last))
-        else:
-            out.append((first, last))
-    return Cuts(tuple(out))
+def cuts_of(pieces: Iterable[Piece]) -> Cuts:
+    """Cuts from each source transaction's [first, last] per topic (a transaction of one
+    record may be left out: it cannot be split)."""
+    cuts = Cuts()
+    for txn, topic, first, last in pieces:
+        cuts.lasts.setdefault(txn, {})[topic] = last
+        cuts.starts.setdefault(topic, []).append((first, txn))
+    for starts in cuts.starts.values():
+        starts.sort()
+    return cuts
 
 
-def transaction_cuts(staging: DataFrame, topic: str, start: int) -> Cuts:
-    """The cuts for `topic`'s outputs from `start` on; none (and no Spark job) in a pool
-    that no gated rule wrote to (it has no `txn` column)."""
-    if "txn" not in staging.columns:
+def transaction_cuts(staging: DataFrame, positions: Mapping[str, int]) -> Cuts:
+    """The cuts for the records of each topic from its position on (one Spark job); none,
+    and no job, in a pool that no gated or `txn` rule wrote to (no `txn` column)."""
+    if "txn" not in staging.columns or not positions:
         return Cuts()
-    rows = (
-        staging.where(
-            (F.col("kind") == "output")
-            & (F.col("kafka.topic") == topic)
-            & (F.col("kafka.offset") >= start)
-            & F.col("txn").isNotNull()
+    unsent = F.lit(False)
+    for topic, at in positions.items():
+        unsent = unsent | ((F.col("kafka.topic") == topic) & (F.col("kafka.offset") >= at))
+    per_topic = (
+        staging.where((F.col("kind") == "output") & F.col("txn").isNotNull() & unsent)
+        .groupBy("txn", F.col("kafka.topic").alias("topic"))
+        .agg(
+            F.min("kafka.offset").alias("first"),
+            F.max("kafka.offset").alias("last"),
+            F.count("*").alias("n"),
         )
-        .groupBy("txn")
-        .agg(F.min("kafka.offset").alias("first"), F.max("kafka.offset").alias("last"))
-        .where(F.col("last") > F.col("first"))
-        .collect()
     )
-    return merged((r["first"], r["last"]) for r in rows)
+    records = F.sum("n").over(Window.partitionBy("txn"))
+    split = per_topic.withColumn("records", records).where(F.col("records") > 1)
+    rows = split.select("txn", "topic", "first", "last").collect()
+    return cuts_of((r.txn, r.topic, r.first, r.last) for r in rows)

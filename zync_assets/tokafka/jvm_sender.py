@@ -5,6 +5,7 @@ through Python."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from py4j.java_gateway import JavaClass
@@ -22,10 +23,12 @@ from zync_assets.tokafka.send import (
     TRANSACTION_TIMEOUT_S,
     Fetched,
     FirstFetch,
+    Part,
     cannot_start,
     changed_while_sending,
     fenced,
     rolled_back,
+    sent_to,
     transactional_id,
 )
 
@@ -35,7 +38,7 @@ _EVERYTHING = 2**63 - 1  # a Java long's largest: no upper offset
 _JAVA_FENCED = {"ProducerFencedException", "InvalidProducerEpochException"}
 
 
-def java_producer_config(kafka: KafkaSettings, pool: str, topic: str) -> dict[str, str]:
+def java_producer_config(kafka: KafkaSettings, pool: str, topic: str | None) -> dict[str, str]:
     return {
         **java_client_config(kafka),
         "transactional.id": transactional_id(pool, topic),
@@ -64,14 +67,17 @@ class JvmBatch:
 class JvmSender:
     """`zync.spark.KafkaSender` (jvm/src): the Java transactional producer in Spark's driver."""
 
-    def __init__(self, spark: SparkSession, kafka: KafkaSettings, pool: str, topic: str) -> None:
+    def __init__(
+        self, spark: SparkSession, kafka: KafkaSettings, pool: str, topic: str | None
+    ) -> None:
+        """`topic` None: the pool's topics go together (send_parts only)."""
         self._fetch = java_class(spark._jvm, FETCH_CLASS)  # type: ignore[attr-defined]
         sender = java_class(spark._jvm, SENDER_CLASS)  # type: ignore[attr-defined]
-        self._topic = topic
+        self._target = sent_to(pool, topic)
         try:
             self._sender = sender(java_producer_config(kafka, pool, topic), topic, pool)
         except Py4JJavaError as exc:
-            raise cannot_start(kafka, topic, _java_reason(exc)) from exc
+            raise cannot_start(kafka, self._target, _java_reason(exc)) from exc
 
     def first_fetch(
         self, outputs: DataFrame, codec: Encoding, start: int, budget: int
@@ -114,9 +120,29 @@ class JvmSender:
         try:
             self._sender.sendTransaction(fetched.handle, start, stop)
         except Py4JJavaError as exc:
-            if _JAVA_FENCED & set(_java_classes(exc)):
-                raise fenced(self._topic) from exc
-            raise rolled_back(self._topic, _java_reason(exc)) from exc
+            raise self._failed(exc) from exc
+
+    def send_parts(self, parts: Sequence[Part]) -> None:
+        try:
+            self._sender.beginTransaction()
+        except Py4JJavaError as exc:
+            raise self._failed(exc) from exc
+        try:
+            for part in parts:
+                assert isinstance(part.fetched, JvmBatch)
+                self._sender.sendPart(part.fetched.handle, part.topic, part.start, part.stop)
+        except Py4JJavaError as exc:
+            self._sender.abortTransaction()
+            raise self._failed(exc) from exc
+        try:
+            self._sender.commitTransaction()  # aborts, when a send failed
+        except Py4JJavaError as exc:
+            raise self._failed(exc) from exc
+
+    def _failed(self, exc: Py4JJavaError) -> ZyncError:
+        if _JAVA_FENCED & set(_java_classes(exc)):
+            return fenced(self._target)
+        return rolled_back(self._target, _java_reason(exc))
 
     def close(self) -> None:
         self._sender.close()

@@ -6,6 +6,7 @@ producer."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -20,10 +21,12 @@ from zync_assets.tokafka.send import (
     TRANSACTION_TIMEOUT_S,
     Fetched,
     FirstFetch,
+    Part,
     cannot_start,
     changed_while_sending,
     fenced,
     rolled_back,
+    sent_to,
     transactional_id,
 )
 
@@ -50,8 +53,11 @@ _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PR
 class LibrdkafkaSender:
     """confluent-kafka's transactional producer, fed through Arrow."""
 
-    def __init__(self, kafka: KafkaSettings, pool: str, topic: str) -> None:
+    def __init__(self, kafka: KafkaSettings, pool: str, topic: str | None) -> None:
+        """`topic` None: the pool's topics go together (send_parts only)."""
         self._topic = topic
+        self._target = sent_to(pool, topic)
+        self._partitions: dict[str, int] = {}
         self._pool_header = pool_header(pool)
         self._fatal = FatalErrors()
         self._producer: Producer = clients.producer(
@@ -70,7 +76,7 @@ class LibrdkafkaSender:
         try:
             self._producer.init_transactions(clients.CONNECT_TIMEOUT_S)
         except KafkaException as exc:
-            raise cannot_start(kafka, topic, _describe(exc)) from exc
+            raise cannot_start(kafka, self._target, _describe(exc)) from exc
 
     def first_fetch(
         self, outputs: DataFrame, codec: Encoding, start: int, budget: int
@@ -89,11 +95,16 @@ class LibrdkafkaSender:
         return ArrowBatch(table)
 
     def send(self, fetched: Fetched, start: int, stop: int) -> None:
-        assert isinstance(fetched, ArrowBatch)
-        part = fetched.table.slice(start, stop - start)
+        assert self._topic is not None, "a sender of several topics sends parts"
+        self.send_parts([Part(self._topic, fetched, start, stop)])
+
+    def send_parts(self, parts: Sequence[Part]) -> None:
         try:
             self._producer.begin_transaction()
-            self._produce(part)
+            for part in parts:
+                assert isinstance(part.fetched, ArrowBatch)
+                rows = part.fetched.table.slice(part.start, part.stop - part.start)
+                self._produce(part.topic, rows)
             self._producer.commit_transaction(TRANSACTION_TIMEOUT_S)
         except KafkaException as exc:
             self._abort(exc)
@@ -101,29 +112,31 @@ class LibrdkafkaSender:
     def close(self) -> None:
         self._producer.flush(clients.CONNECT_TIMEOUT_S)
 
-    def _produce(self, part: pa.Table) -> None:
+    def _produce(self, topic: str, part: pa.Table) -> None:
         first = part.column("offset")[0].as_py()
         keys, values = part.column("key").to_pylist(), part.column("value").to_pylist()
         # The next run reads the headers from each partition's last committed record (see
         # KafkaSender): with one partition only the transaction's last record needs them.
         # With more, librdkafka picks the partitions, and every record carries them.
-        tag_all = self._partition_count() > 1
+        tag_all = self._partition_count(topic) > 1
         last = len(keys) - 1
         for index, (key, value) in enumerate(zip(keys, values, strict=True)):
             tagged = tag_all or index == last
             headers = [self._pool_header, offset_header(first + index)] if tagged else None
             while True:
                 try:
-                    self._producer.produce(self._topic, value=value, key=key, headers=headers)
+                    self._producer.produce(topic, value=value, key=key, headers=headers)
                     break
                 except BufferError:  # local queue full: let librdkafka drain it
                     self._producer.poll(0.05)
             if index % 10_000 == 0:
                 self._producer.poll(0)
 
-    def _partition_count(self) -> int:
-        metadata = self._producer.list_topics(self._topic, timeout=clients.CONNECT_TIMEOUT_S)
-        return len(metadata.topics[self._topic].partitions)
+    def _partition_count(self, topic: str) -> int:
+        if topic not in self._partitions:  # a topic's partitions are fixed (sync.py)
+            metadata = self._producer.list_topics(topic, timeout=clients.CONNECT_TIMEOUT_S)
+            self._partitions[topic] = len(metadata.topics[topic].partitions)
+        return self._partitions[topic]
 
     def _abort(self, exc: KafkaException) -> None:
         error: KafkaError = exc.args[0]
@@ -136,10 +149,10 @@ class LibrdkafkaSender:
                     self._fatal.append(raised.args[0])
             error = self._fatal[0] if self._fatal else error
         if error.code() in _FENCED:
-            raise fenced(self._topic) from exc
+            raise fenced(self._target) from exc
         if error.txn_requires_abort():
             self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
-        raise rolled_back(self._topic, error.str()) from exc
+        raise rolled_back(self._target, error.str()) from exc
 
 
 def _describe(exc: KafkaException) -> str:

@@ -3,10 +3,11 @@
 A sender also reads what it sends: it is handed a topic's staging output records and
 the schemas to encode them with, so each can read the pool in the way that suits it.
 
-The transactional id is fixed per (pool, topic), so opening a sender fences any
-older one still alive and aborts what it left open: after a kill -9 nothing
-half-sent stays visible to read_committed consumers (a JDBC sink, or our own
-position reader), and two to-kafka processes never interleave.
+The transactional id is fixed per (pool, topic), or per pool for a pool whose topics are
+sent together (together.py), so opening a sender fences any older one still alive and
+aborts what it left open: after a kill -9 nothing half-sent stays visible to
+read_committed consumers (a JDBC sink, or our own position reader), and two to-kafka
+processes never interleave.
 
 Two senders do the same job (senders.py picks one):
 - `jvm_sender.JvmSender` (the default, for a classic SparkSession): one Spark job
@@ -20,6 +21,7 @@ Two senders do the same job (senders.py picks one):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -66,41 +68,61 @@ class Sender(Protocol):
         """Records [start, stop) of `fetched` (indexes, not offsets), in one transaction."""
         ...
 
+    def send_parts(self, parts: Sequence[Part]) -> None:
+        """Each part's records to its topic, all in one transaction."""
+        ...
+
     def close(self) -> None: ...
 
 
-def transactional_id(pool: str, topic: str) -> str:
-    return f"zync-to-kafka.{pool}.{topic}"
+@dataclass(frozen=True)
+class Part:
+    """Records [start, stop) of `fetched` (indexes, not offsets), for `topic`."""
+
+    topic: str
+    fetched: Fetched
+    start: int
+    stop: int
+
+
+def transactional_id(pool: str, topic: str | None) -> str:
+    """Per (pool, topic); per pool (topic None) when the pool's topics go together."""
+    return f"zync-to-kafka.{pool}" if topic is None else f"zync-to-kafka.{pool}.{topic}"
+
+
+def sent_to(pool: str, topic: str | None) -> str:
+    """What a sender sends to, in its errors."""
+    return f"the topics of staging pool {pool}" if topic is None else f"topic {topic!r}"
 
 
 def changed_while_sending(low: int, high: int) -> ZyncError:
     return ZyncError(f"staging offsets {low}..{high - 1} changed while sending; run again")
 
 
-def fenced(topic: str) -> ConcurrentWriter:
+def fenced(target: str) -> ConcurrentWriter:
     return ConcurrentWriter(
-        f"another to-kafka for topic {topic!r} took over (this producer was fenced); "
+        f"another to-kafka for {target} took over (this producer was fenced); "
         "nothing of the current batch was committed, and the other process goes on"
     )
 
 
-def rolled_back(topic: str, reason: str) -> ZyncError:
+def rolled_back(target: str, reason: str) -> ZyncError:
     """The error for a failed transaction: Unavailable if Kafka was away (a continuous
-    to-kafka retries it), else a plain one."""
+    to-kafka retries it), else a plain one. `target`: what `sent_to` says."""
     if is_transient(reason):
         return Unavailable(
-            f"Kafka did not answer while sending to {topic!r} ({reason}); the open "
+            f"Kafka did not answer while sending to {target} ({reason}); the open "
             "transaction was rolled back; a new run resumes from the last committed record"
         )
     return ZyncError(
-        f"sending to {topic!r} failed and the batch was rolled back: {reason}; "
+        f"sending to {target} failed and the batch was rolled back: {reason}; "
         "run again to resume from the last committed record"
     )
 
 
-def cannot_start(kafka: KafkaSettings, topic: str, reason: str) -> ZyncError:
+def cannot_start(kafka: KafkaSettings, target: str, reason: str) -> ZyncError:
     kind = Unavailable if is_transient(reason) else ZyncError
     return kind(
-        f"cannot start a Kafka transaction for topic {topic!r} at {kafka.bootstrap_servers} "
+        f"cannot start a Kafka transaction for {target} at {kafka.bootstrap_servers} "
         f"({reason}); check that the broker is up and allows transactions"
     )

@@ -10,9 +10,10 @@ from zync_assets.tokafka.librdkafka_sender import LibrdkafkaSender
 from zync_assets.tokafka.send import Sender
 
 
-def open_sender(spark: SparkSession, kafka: KafkaSettings, pool: str, topic: str) -> Sender:
+def open_sender(spark: SparkSession, kafka: KafkaSettings, pool: str, topic: str | None) -> Sender:
     """A sender that has fenced its predecessors: in the driver JVM when there is one
-    (a classic SparkSession), else through librdkafka (Spark Connect)."""
+    (a classic SparkSession), else through librdkafka (Spark Connect). `topic` None: one
+    for all the pool's topics (together.py)."""
     if getattr(spark, "_jvm", None) is not None:
         return JvmSender(spark, kafka, pool, topic)
     return LibrdkafkaSender(kafka, pool, topic)

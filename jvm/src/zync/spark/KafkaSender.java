@@ -19,8 +19,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * to-kafka's transactional producer, in Spark's driver JVM: the records {@link StagingFetch}
  * encoded go straight to Kafka without crossing into Python (which cost more than the encoding).
  *
- * <p>The transactional id is fixed per (pool, topic) by the caller, so the constructor's {@code
- * initTransactions} fences any older producer and aborts what it left open.
+ * <p>The transactional id is fixed per (pool, topic) by the caller, or per pool when the pool's
+ * topics are sent together, so the constructor's {@code initTransactions} fences any older
+ * producer and aborts what it left open.
  *
  * <p>The next run finds where the topic stands from the last committed record of each partition,
  * which must carry the headers {@code zync.pool} and {@code zync.offset} (its staging offset). So
@@ -34,8 +35,9 @@ public final class KafkaSender implements AutoCloseable {
   private static final String OFFSET_HEADER = "zync.offset";
 
   private final KafkaProducer<byte[], byte[]> producer;
-  private final String topic;
+  private final String topic; // sendTransaction's; null when the pool's topics go together
   private final Header poolHeader; // the same on every record: built once
+  private FirstFailure failure = new FirstFailure(); // the open transaction's
 
   public KafkaSender(Map<String, String> config, String topic, String pool) {
     Properties properties = new Properties();
@@ -58,27 +60,56 @@ public final class KafkaSender implements AutoCloseable {
    * transaction is aborted (when the producer still can) and the failure is thrown.
    */
   public void sendTransaction(EncodedBatch batch, int from, int to) {
-    producer.beginTransaction();
-    FirstFailure failure = new FirstFailure();
+    beginTransaction();
     try {
-      Partitions partitions = Partitions.of(batch, from, to, producer.partitionsFor(topic).size());
-      for (int i = from; i < to; i++) {
-        Integer partition = partitions.of(i);
-        RecordHeaders headers = null;
-        if (partition == null || partitions.isLast(i)) {
-          byte[] offset = Long.toString(batch.first + i).getBytes(StandardCharsets.US_ASCII);
-          Header[] both = {poolHeader, new RecordHeader(OFFSET_HEADER, offset)};
-          headers = new RecordHeaders(both);
-        }
-        producer.send(
-            new ProducerRecord<>(topic, partition, null, batch.key(i), batch.value(i), headers),
-            failure);
+      sendPart(batch, topic, from, to);
+    } catch (RuntimeException e) {
+      abortQuietly();
+      throw failure.first != null ? failure.first : e;
+    }
+    commitTransaction();
+  }
+
+  /**
+   * Opens a transaction of several parts ({@link #sendPart}, one per topic), ended by {@link
+   * #commitTransaction} or {@link #abortTransaction}: a source transaction's outputs to several
+   * topics go in one Kafka transaction.
+   */
+  public void beginTransaction() {
+    producer.beginTransaction();
+    failure = new FirstFailure();
+  }
+
+  /** Records {@code [from, to)} of {@code batch} to {@code topic}, in the open transaction. */
+  public void sendPart(EncodedBatch batch, String topic, int from, int to) {
+    Partitions partitions = Partitions.of(batch, from, to, producer.partitionsFor(topic).size());
+    for (int i = from; i < to; i++) {
+      Integer partition = partitions.of(i);
+      RecordHeaders headers = null;
+      if (partition == null || partitions.isLast(i)) {
+        byte[] offset = Long.toString(batch.first + i).getBytes(StandardCharsets.US_ASCII);
+        Header[] both = {poolHeader, new RecordHeader(OFFSET_HEADER, offset)};
+        headers = new RecordHeaders(both);
       }
+      producer.send(
+          new ProducerRecord<>(topic, partition, null, batch.key(i), batch.value(i), headers),
+          failure);
+    }
+  }
+
+  /** Commits the open transaction; if a send failed, aborts it and throws that failure. */
+  public void commitTransaction() {
+    try {
       producer.commitTransaction(); // flushes; throws if a send failed
     } catch (RuntimeException e) {
       abortQuietly();
       throw failure.first != null ? failure.first : e;
     }
+  }
+
+  /** Aborts the open transaction, after a {@link #sendPart} threw. */
+  public void abortTransaction() {
+    abortQuietly();
   }
 
   private void abortQuietly() {
