@@ -174,3 +174,37 @@ def test_a_server_killed_mid_ingest_leaves_no_half_commit(
     finally:
         spark_service(state).stop()
     assert pool_offsets(spark, lake, "Killed") == list(range(count))
+
+
+def test_a_pools_topics_go_together_through_the_connect_server(
+    stack: Stack, spark_server: str, lake: Path, tmp_path: Path
+) -> None:
+    """A `txn` rule with two outs, through librdkafka's sender: `zync run` sends both
+    topics; `to-kafka --topic` on that pool syncs both (nothing new: nothing sent)."""
+    import uuid
+
+    from zync_assets.kafka.clients import ensure_topic
+
+    p = f"cx{uuid.uuid4().hex[:6]}"
+    ensure_topic(stack.kafka, f"{p}.order", 1)
+    spec = tmp_path / "two.yaml"
+    spec.write_text(
+        f"inputs:\n  - {{topic: {p}.order, pool: {p}Raw}}\n"
+        f"outputs:\n  - {{topic: {p}_a, pool: {p}Staging}}\n  - {{topic: {p}_b, pool: {p}Staging}}\n"
+        f"transforms:\n  - {{type: txn, inputs: [{p}.order], group-by: 'value:txn::bigint', "
+        f"complete-when: 'bool_or(value:done::boolean)', out: [{p}_a, {p}_b], "
+        'sql: \'SELECT txn, topic, NULL AS key, named_struct("txn", txn, "n", count(*)) AS '
+        f'value FROM events CROSS JOIN (SELECT explode(array("{p}_a", "{p}_b")) AS topic) '
+        "GROUP BY txn, topic'}\n"
+    )
+    produce_json(stack, f"{p}.order", [(None, {"txn": 1, "done": False}),
+                                       (None, {"txn": 1, "done": True}),
+                                       (None, {"txn": 2, "done": True})])  # fmt: skip
+    env = stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=spark_server)
+    zync_ok("run", str(spec), env=env)
+    for topic in (f"{p}_a", f"{p}_b"):
+        values = sorted((r.value["txn"], r.value["n"]) for r in read_topic(stack, topic))
+        assert values == [(1, 2), (2, 1)], topic
+    again = zync_ok("to-kafka", "--pool", f"{p}Staging", "--topic", f"{p}_a", env=env)
+    assert f"{p}_a: up to date at staging offset 2" in again
+    assert f"{p}_b: up to date at staging offset 2" in again
