@@ -5,6 +5,7 @@ producer."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 
@@ -150,8 +151,12 @@ class LibrdkafkaSender:
             error = self._fatal[0] if self._fatal else error
         if error.code() in _FENCED:
             raise fenced(self._target) from exc
-        if error.txn_requires_abort():
-            self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+        if not error.fatal():
+            # Also when the error does not require it (a record refused locally): what was
+            # produced before it must not stay in an open transaction, which holds
+            # read_committed consumers back until the transaction times out.
+            with contextlib.suppress(KafkaException):
+                self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
         raise rolled_back(self._target, error.str()) from exc
 
 

@@ -1,0 +1,125 @@
+"""What sending a pool's topics together costs: `python -m bench.together_bench [--records N]`.
+
+Side by side in one process, against one broker, the same N staging output records in two
+topics (N/2 each), in source transactions of 10 records (5 in each topic):
+  per-topic  a pool without a `txn` column: `sync_pool` sends topic after topic, one
+             producer each (what every pool got before)
+  together   the same records with their `txn`: `sync_pool` sends both topics through the
+             pool's producer, every Kafka transaction closed over the source transactions
+             across both topics (tokafka/together.py)
+each in the steady state (the topics already hold 10 records, their schemas registered),
+with the default `--transaction-size` (200,000) and with 10,000, best of 2, alternating.
+Appends to docs/BENCHMARKS.md, writes bench/results/together.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import tempfile
+import time
+import uuid
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from bench.common import bench_stack, machine, publish
+
+PER_TOPIC = 5  # records of one source transaction in each topic
+
+
+def write_staging(
+    spark: SparkSession, pool: str, topics: list[str], count: int, first: int, txn: bool
+) -> None:
+    """`count` output records for each of `topics` (offsets first..), source transaction
+    `offset // PER_TOPIC` (the same in every topic), with a `txn` column if `txn`."""
+    from zync_assets.pools import pool_path
+
+    for topic in topics:
+        ids = spark.range(first, first + count)
+        value = F.to_variant_object(F.struct(
+            F.col("id").alias("ID"), F.format_string("customer-%d", F.col("id") % 9973).alias("customer"),
+            (F.col("id") % 100_000 / 100).cast("decimal(12,2)").alias("amount"),
+            F.lit(topic).alias("table"),
+        ))  # fmt: skip
+        columns = [
+            F.lit("output").alias("kind"),
+            F.struct(F.lit(topic).alias("topic"), F.lit(0).alias("partition"),
+                     F.col("id").alias("offset"),
+                     F.timestamp_seconds(F.lit(1_767_225_600)).alias("timestamp")).alias("kafka"),
+            F.to_variant_object(F.struct(F.col("id").alias("ID"))).alias("key"),
+            value.alias("value"),
+        ]  # fmt: skip
+        if txn:
+            columns.append(
+                F.format_string("%d:1", (F.col("id") / PER_TOPIC).cast("long")).alias("txn")
+            )
+        frame = ids.select(*columns)
+        frame.write.format("delta").mode("append").option("mergeSchema", "true").partitionBy(
+            "kind"
+        ).save(pool_path(pool))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000, help="in both topics")
+    args = parser.parse_args()
+    os.environ.setdefault("ZYNC_LAKE", tempfile.mkdtemp(prefix="zync-bench-lake-"))
+    from zync_assets.spark import spark_session
+    from zync_assets.tokafka.sync import sync_pool
+
+    half = args.records // 2
+    seconds: dict[str, list[float]] = {}
+    with bench_stack() as (kafka, registry):
+        spark = spark_session("zync-bench")
+        tag = uuid.uuid4().hex[:6]
+        runs = [(mode, size, attempt) for attempt in range(2) for size in (200_000, 10_000)
+                for mode in ("per_topic", "together")]  # fmt: skip
+        for mode, size, attempt in runs:
+            pool = f"Bench_{mode}_{size}_{attempt}_{tag}"
+            topics = [f"{pool}_orders", f"{pool}_items"]
+            together = mode == "together"
+            write_staging(spark, pool, topics, 10, 0, together)
+            sync_pool(spark, pool, kafka, registry)  # schemas registered: the steady state
+            write_staging(spark, pool, topics, half, 10, together)
+            started = time.perf_counter()
+            results = sync_pool(spark, pool, kafka, registry, transaction_size=size)
+            seconds.setdefault(f"{mode}_{size}", []).append(time.perf_counter() - started)
+            assert sorted(r.sent for r in results) == [half, half], results
+
+    best = {run: min(took) for run, took in seconds.items()}
+    figures: dict[str, object] = {
+        "records": 2 * half,
+        **{f"{run}_s": round(took, 2) for run, took in best.items()},
+        **{f"{run}_records_per_s": round(2 * half / took) for run, took in best.items()},
+        "together_over_per_topic": round(best["per_topic_200000"] / best["together_200000"], 3),
+        "together_over_per_topic_10000": round(best["per_topic_10000"] / best["together_10000"], 3),
+    }
+
+    def row(label: str, run: str) -> str:
+        took = best[run]
+        ratio = best[run.replace("together", "per_topic")] / took
+        return f"| {label} | {took:.1f} | {2 * half / took:,.0f} | {ratio:.2f} |"
+
+    lines = [
+        "",
+        f"### to-kafka, a pool's topics together, {dt.date.today()} — {machine()}",
+        "",
+        f"{2 * half:,} staging output records in two topics ({half:,} each), in source "
+        f"transactions of {2 * PER_TOPIC} records ({PER_TOPIC} in each topic); steady state "
+        "(schemas registered), one partition per topic, best of 2.",
+        "",
+        "| measurement | seconds | records/s | ratio to per-topic |",
+        "|---|---:|---:|---:|",
+        row("per topic (no `txn` column), transaction size 200,000 (default)", "per_topic_200000"),
+        row("together, transaction size 200,000 (default)", "together_200000"),
+        row("per topic, transaction size 10,000", "per_topic_10000"),
+        row("together, transaction size 10,000", "together_10000"),
+        "",
+    ]
+    publish("together", "\n".join(lines), figures)
+
+
+if __name__ == "__main__":
+    main()
