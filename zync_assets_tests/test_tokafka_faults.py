@@ -88,3 +88,36 @@ def test_a_second_to_kafka_fences_the_first_and_nothing_doubles(
     assert finish.returncode == 0, finish.stderr
     records = read_topic(stack, topic)
     assert [r.key["ID"] for r in records] == list(range(count))  # the key is the offset
+
+
+def test_kill_9_while_a_pools_topics_go_together_leaves_whole_transactions_only(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    """A pool with source transactions (5 records in each of two topics per transaction)
+    killed mid-send: what is committed holds the same transactions in both topics, whole;
+    the rerun sends the rest, each record once, in order."""
+    from bench.together_bench import PER_TOPIC
+    from bench.together_bench import write_staging as write_together
+
+    per_topic, size = 100_000, 4000
+    topics = [f"{topic}_a", f"{topic}_b"]
+    write_together(spark, "Both", topics, per_topic, 0, txn=True)
+    for name in topics:
+        ensure_topic(stack.kafka, name)
+    env = stack.env(ZYNC_LAKE=str(lake))
+    command = [ZYNC, "to-kafka", "--pool", "Both", "--transaction-size", str(size)]
+    rng = random.Random(7)
+    for _ in range(3):
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)  # fmt: skip
+        mark = _high_water(stack, topics[0]) + rng.randint(1, 3) * size // 2 + rng.randint(1, 99)
+        _kill_once_past(proc, stack, topics[0], mark)
+        proc.wait()
+        committed = [len(read_topic(stack, name, decode=False)) for name in topics]
+        assert committed[0] == committed[1] and committed[0] % PER_TOPIC == 0, committed
+    assert 0 < committed[0] < per_topic  # the kills cut the sync short
+    done = run_zync(*command[1:], env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    for name in topics:
+        records = read_topic(stack, name)  # read_committed: aborted batches hidden
+        assert [r.key["ID"] for r in records] == list(range(per_topic))  # the key is the offset

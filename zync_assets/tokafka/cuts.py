@@ -17,7 +17,8 @@ import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, Window
+import pyarrow as pa
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 Piece = tuple[str, str, int, int]  # txn, topic, first offset, last offset
@@ -63,24 +64,45 @@ def cuts_of(pieces: Iterable[Piece]) -> Cuts:
     return cuts
 
 
-def transaction_cuts(staging: DataFrame, positions: Mapping[str, int]) -> Cuts:
-    """The cuts for the records of each topic from its position on (one Spark job); none,
-    and no job, in a pool that no gated or `txn` rule wrote to (no `txn` column)."""
+def transaction_cuts(staging: DataFrame, positions: Mapping[str, int], size: int) -> Cuts:
+    """The cuts for the records of each topic from its position on; none, and no Spark
+    job, in a pool that no gated or `txn` rule wrote to (no `txn` column).
+
+    An ETL run's commit holds whole source transactions, so a run is cut as a whole (one
+    piece per run and topic, from a small aggregate). Only a run of more than `size`
+    records is cut between its source transactions (a piece per transaction and topic),
+    so the pieces stay few in the steady state of small runs."""
     if "txn" not in staging.columns or not positions:
         return Cuts()
     unsent = F.lit(False)
     for topic, at in positions.items():
         unsent = unsent | ((F.col("kafka.topic") == topic) & (F.col("kafka.offset") >= at))
-    per_topic = (
-        staging.where((F.col("kind") == "output") & F.col("txn").isNotNull() & unsent)
-        .groupBy("txn", F.col("kafka.topic").alias("topic"))
+    outputs = staging.where((F.col("kind") == "output") & unsent)
+    runs = _pieces(outputs, "run").to_pylist() if "run" in staging.columns else []
+    records: dict[str, int] = {}
+    for piece in runs:
+        records[piece["txn"]] = records.get(piece["txn"], 0) + piece["n"]
+    big = [int(run) for run, n in records.items() if n > size]
+    pieces = [r for r in runs if records[r["txn"]] <= size]
+    if big or "run" not in staging.columns:
+        chosen = outputs.where(F.col("txn").isNotNull())
+        if "run" in staging.columns:
+            chosen = chosen.where(F.col("run").isin(big))
+        pieces += _pieces(chosen, "txn").to_pylist()
+    return cuts_of((p["txn"], p["topic"], p["first"], p["last"]) for p in pieces)
+
+
+def _pieces(outputs: DataFrame, unit: str) -> pa.Table:
+    """Per `unit` (a run, or a source transaction) and topic: its first and last offsets
+    and its records (through Arrow: a large run has hundreds of thousands)."""
+    return (
+        outputs.groupBy(
+            F.col(unit).cast("string").alias("txn"), F.col("kafka.topic").alias("topic")
+        )
         .agg(
             F.min("kafka.offset").alias("first"),
             F.max("kafka.offset").alias("last"),
             F.count("*").alias("n"),
         )
+        .toArrow()
     )
-    records = F.sum("n").over(Window.partitionBy("txn"))
-    split = per_topic.withColumn("records", records).where(F.col("records") > 1)
-    rows = split.select("txn", "topic", "first", "last").collect()
-    return cuts_of((r.txn, r.topic, r.first, r.last) for r in rows)

@@ -1,10 +1,11 @@
 """`to-kafka`: send a staging pool's output records to their topics, exactly once.
 
 A pool whose outputs carry source transactions (a gated or `txn` rule wrote to it) sends
-its topics together (together.py). Any other pool, for each output topic: fence older producers, read where the topic stands (the
-staging offset in its last committed record), check staging continues from there
-without a gap, encode the rest in Spark and send it in order, one transaction per
-chunk. Rerunning sends nothing twice; a crash loses nothing.
+its topics together (together.py). Any other pool, for each output topic: fence older
+producers, read where the topic stands (the staging offset in its last committed
+record), check staging continues from there without a gap, encode the rest in Spark and
+send it in order, one transaction per chunk. Rerunning sends nothing twice; a crash
+loses nothing.
 
 Encoding first tries the schemas earlier runs registered for the topic: in the
 steady state they fit, no survey pass is needed, and the sender's first fetch both

@@ -44,6 +44,7 @@ from zync_assets.tokafka.steps import (
 )
 
 TRANSACTION_SIZE = 200_000  # default records per transaction
+WINDOW_RECORDS = 500_000  # records per fetch, about, in all topics (a few transactions)
 
 
 def transactional_pool(spark: SparkSession, pool: str) -> bool:
@@ -106,7 +107,8 @@ def sync_together(
         for lane in lanes:  # after every check: a refused run registers nothing
             if lane.sample is not None:
                 lane.codec = lane.schemas.encoding(lane.sample, lane.topic)
-        cuts = transaction_cuts(staging, {lane.topic: lane.start for lane in lanes})
+        starts = {lane.topic: lane.start for lane in lanes}
+        cuts = transaction_cuts(staging, starts, transaction_size)
         _send(sender, lanes, cuts, transaction_size, progress)
     finally:
         sender.close()
@@ -150,35 +152,50 @@ def _lane(
 def _send(
     sender: Sender, lanes: list[_Lane], cuts: Cuts, size: int, progress: Progress | None
 ) -> None:
-    """Kafka transactions of about `size` records across the lanes, until all are sent."""
-    by_topic = {lane.topic: lane for lane in lanes}
+    """Kafka transactions of about `size` records across the lanes, until all are sent.
+    Records are fetched a window of several transactions at a time (a fetch is a Spark
+    job that scans the pool's files: fewer, larger ones scan less); a window ends where a
+    transaction may, so transactions are cut inside it."""
     while any(lane.next < lane.end for lane in lanes):
-        positions = {lane.topic: lane.next for lane in lanes}
-        ends = cuts.ends(positions, _wanted(lanes, size))
-        parts = []
-        for topic, end in ends.items():
-            lane = by_topic[topic]
-            if end > lane.end:  # the pinned snapshot holds every transaction whole
-                raise changed_while_sending(lane.next, end)
-            if end > lane.next:
-                parts.append(Part(topic, _fetch(sender, lane, lane.next, end), 0, end - lane.next))
-        sender.send_parts(parts)
-        for part in parts:
-            lane = by_topic[part.topic]
-            lane.sent += part.stop
-            if progress:
-                progress(lane.topic, lane.sent, lane.end - lane.start)
+        last = {lane.topic: lane.end for lane in lanes}
+        window = _ends(lanes, cuts, max(size, WINDOW_RECORDS), last)
+        base = {lane.topic: lane.next for lane in lanes}
+        fetched = {
+            lane.topic: _fetch(sender, lane, lane.next, window[lane.topic])
+            for lane in lanes
+            if window[lane.topic] > lane.next
+        }
+        while any(lane.next < window[lane.topic] for lane in lanes):
+            ends = _ends(lanes, cuts, size, window)
+            parts = [
+                Part(lane.topic, fetched[lane.topic], lane.next - base[lane.topic],
+                     ends[lane.topic] - base[lane.topic])
+                for lane in lanes
+                if ends[lane.topic] > lane.next
+            ]  # fmt: skip
+            sender.send_parts(parts)
+            for lane in lanes:
+                if ends[lane.topic] > lane.next:
+                    lane.sent = ends[lane.topic] - lane.start
+                    if progress:
+                        progress(lane.topic, lane.sent, lane.end - lane.start)
 
 
-def _wanted(lanes: list[_Lane], size: int) -> dict[str, int]:
-    """Ends for `size` records in all, shared by what each topic has left (at least one
-    record of each topic with any: every transaction makes progress)."""
-    left = {lane.topic: lane.end - lane.next for lane in lanes}
+def _ends(lanes: list[_Lane], cuts: Cuts, size: int, limits: Mapping[str, int]) -> dict[str, int]:
+    """Ends for about `size` records in all, below `limits` (which split no source
+    transaction), shared by what each topic has left below them (at least one record of
+    each topic with any: every transaction makes progress)."""
+    left = {lane.topic: limits[lane.topic] - lane.next for lane in lanes}
     total = sum(left.values())
-    return {
+    wanted = {
         lane.topic: lane.next + min(left[lane.topic], math.ceil(size * left[lane.topic] / total))
         for lane in lanes
     }
+    ends = cuts.ends({lane.topic: lane.next for lane in lanes}, wanted)
+    for lane in lanes:
+        if ends[lane.topic] > limits[lane.topic]:  # the pinned snapshot has them whole
+            raise changed_while_sending(lane.next, ends[lane.topic])
+    return ends
 
 
 def _fetch(sender: Sender, lane: _Lane, low: int, high: int) -> Fetched:
