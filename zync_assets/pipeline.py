@@ -5,6 +5,13 @@ ingest each raw pool of the specs, run each spec's ETL whose raw pools changed, 
 each output topic whose staging pool changed, apply each lake table whose pool changed. A pass that finds nothing new costs a
 Kafka watermark query and a few directory listings, no Spark job.
 
+A failure is contained to what it concerns: one lake table, one spec's ETL, one pool's
+sync or ingest (a bad column type, a rule that fails at run time). That one stops, is
+reported with its one-line reason and recorded in the lake for `zync status` and
+Dagster (stage_failures.py), and is tried again after FAILED_RETRY_S; the rest of the
+pass, and the warehouse path above all, goes on. Only an outage of Kafka or the registry
+(`Unavailable`) stops the whole pass, which follow.py then retries.
+
 Exactly once comes from the stages themselves (ingest's progress in the pool, ETL's
 done records and cursors, to-kafka's position in the topic), not from this loop: a
 pipeline may race another pipeline or a Dagster run on the same pools. When another
@@ -24,7 +31,7 @@ from typing import Protocol, TypeVar
 from pyspark.sql import SparkSession
 
 from zync_assets.codec.formats import WireFormat
-from zync_assets.errors import ConcurrentWriter
+from zync_assets.errors import ConcurrentWriter, Unavailable
 from zync_assets.etl.compile import CompiledRule, compile_rules
 from zync_assets.etl.expiry import parse_expiry
 from zync_assets.etl.run import EtlResult, run_etl
@@ -37,6 +44,7 @@ from zync_assets.pools import pool_path, pool_version, table_path
 from zync_assets.settings import KafkaSettings
 from zync_assets.spark import sized_work
 from zync_assets.spec import Route, Spec, all_raw_pools
+from zync_assets.stage_failures import clear_failure, explain, record_failure
 from zync_assets.status import etl_backlog
 from zync_assets.tables.apply import TableResult, apply_table, compile_tables
 from zync_assets.tables.changes import CompiledTable
@@ -47,6 +55,9 @@ T = TypeVar("T")
 # With events pending on a time-based expire-after, ETL runs this often even when no
 # raw pool changed, so that expiring events are done on time.
 EXPIRY_CHECK_S = 10.0
+# A table, spec or pool whose stage failed is tried again after this long (a cause outside
+# zync may have gone; a wrong spec or column fails again, once a minute, not every pass).
+FAILED_RETRY_S = 60.0
 
 
 class PipelineReporter(Protocol):
@@ -61,6 +72,9 @@ class PipelineReporter(Protocol):
     def tabled(self, spec: Spec, result: TableResult) -> None: ...
 
     def conflicted(self, stage: str, message: str) -> None: ...
+
+    def failed(self, what: str, message: str) -> None:
+        """`what` (a table, a spec, a pool) failed and stops; the rest goes on."""
 
     def maintained(self, result: Maintained) -> None: ...
 
@@ -78,6 +92,7 @@ class PassResult:
     synced: list[SyncResult] = field(default_factory=list)
     tabled: list[TableResult] = field(default_factory=list)
     conflicts: int = 0
+    failures: dict[str, str] = field(default_factory=dict)  # what → its one-line reason
     seconds: dict[str, float] = field(default_factory=dict)  # per stage: ingest, etl, to-kafka, …
 
     @property
@@ -110,6 +125,8 @@ class Pipeline:
     _compiled: dict[str, list[CompiledRule]] = field(default_factory=dict)
     _table_saw: dict[str, int | None] = field(default_factory=dict)  # table -> its pool's version
     _tables: dict[str, list[CompiledTable]] = field(default_factory=dict)
+    _retry_at: dict[str, float] = field(default_factory=dict)  # what failed → when to retry
+    _cleared: set[str] = field(default_factory=set)  # failures this pipeline has cleared
 
     def pass_once(self, reporter: PipelineReporter) -> PassResult:
         result = PassResult()
@@ -175,7 +192,7 @@ class Pipeline:
         for spec in self.specs:
             formats |= spec.formats()
         for pool, topics in all_raw_pools(self.specs).items():
-            done = _unless_raced("ingest", reporter, result, partial(
+            done = self._contained(f"pool {pool}", "ingest", reporter, result, partial(
                 ingest, self.spark, pool, topics, self.kafka, self.registry, shaper=self.shaper,
                 max_records=self.max_records, missing_ok=True, formats=formats,
             ))  # fmt: skip
@@ -188,12 +205,9 @@ class Pipeline:
         seen = tuple(pool_version(pool_path(p)) for p in spec.raw_pools())
         if seen == self._etl_saw.get(spec.name) and not self._expiry_due(spec):
             return
-        if spec.name not in self._compiled:  # checked once, against Spark
-            self._compiled[spec.name] = compile_rules(self.spark, spec)
-        with sized_work(self.spark, etl_backlog(spec)):
-            results = _unless_raced("etl", reporter, result, lambda: run_etl(
-                self.spark, spec, now=dt.datetime.now(dt.UTC), compiled=self._compiled[spec.name],
-            ))  # fmt: skip
+        results = self._contained(
+            f"spec {spec.name}", "etl", reporter, result, lambda: self._etl(spec)
+        )
         if results is None:
             return
         self._etl_saw[spec.name] = seen
@@ -204,6 +218,14 @@ class Pipeline:
         for done in results:
             result.transformed.append(done)
             reporter.transformed(spec, done)
+
+    def _etl(self, spec: Spec) -> list[EtlResult]:
+        if spec.name not in self._compiled:  # checked once, against Spark
+            self._compiled[spec.name] = compile_rules(self.spark, spec)
+        with sized_work(self.spark, etl_backlog(spec)):
+            return run_etl(
+                self.spark, spec, now=dt.datetime.now(dt.UTC), compiled=self._compiled[spec.name]
+            )
 
     def _expiry_due(self, spec: Spec) -> bool:
         """Events wait on a time-based expire-after, and the last check is old enough."""
@@ -234,7 +256,7 @@ class Pipeline:
         ]
         formats = {r.topic: r.format.value for r in routes}
         with sized_work(self.spark, sum(unsent) if len(unsent) == len(routes) else None):
-            done = _unless_raced("to-kafka", reporter, result, lambda: sync_pool(
+            done = self._contained(f"pool {pool}", "to-kafka", reporter, result, lambda: sync_pool(
                 self.spark, pool, self.kafka, self.registry, topics=list(formats),
                 formats=formats,
             ))  # fmt: skip
@@ -250,20 +272,52 @@ class Pipeline:
 
     def _apply_tables(self, spec: Spec, reporter: PipelineReporter, result: PassResult) -> None:
         if spec.name not in self._tables:  # checked once, against Spark
-            self._tables[spec.name] = compile_tables(self.spark, spec)
+            compiled = self._contained(
+                f"spec {spec.name}", "tables", reporter, result,
+                lambda: compile_tables(self.spark, spec),
+            )  # fmt: skip
+            if compiled is None:
+                return
+            self._tables[spec.name] = compiled
         for compiled in self._tables[spec.name]:
             table = compiled.table
             version = pool_version(pool_path(table.source_pool))
             if version is None or self._table_saw.get(table.name) == version:
                 continue  # no pool yet, or nothing committed to it since the last pass
-            done = _unless_raced("tables", reporter, result, lambda c=compiled: apply_table(
-                self.spark, c, dt.datetime.now(dt.UTC), self.registry,
-            ))  # fmt: skip
+            apply = partial(
+                apply_table, self.spark, compiled, dt.datetime.now(dt.UTC), self.registry
+            )
+            done = self._contained(f"table {table.name}", "tables", reporter, result, apply)
             if done is None:
                 continue
             self._table_saw[table.name] = version
             result.tabled.append(done)
             reporter.tabled(spec, done)
+
+    def _contained(
+        self, what: str, stage: str, reporter: PipelineReporter, result: PassResult,
+        call: Callable[[], T],
+    ) -> T | None:  # fmt: skip
+        """`call()`'s result, or None when `what` (a table, a spec, a pool) failed or waits
+        to be tried again after failing: the failure stops `what`, not the pass."""
+        if self.clock() < self._retry_at.get(what, float("-inf")):
+            return None
+        try:
+            done = _unless_raced(stage, reporter, result, call)
+        except Unavailable:
+            raise  # the whole pass waits for the service (follow.py)
+        except Exception as exc:  # py4j, Spark and Delta errors alike
+            message = explain(exc)
+            self._retry_at[what] = self.clock() + FAILED_RETRY_S
+            result.failures[what] = message
+            record_failure(what, message, dt.datetime.now(dt.UTC))
+            reporter.failed(what, message)
+            return None
+        if what in self._retry_at or what not in self._cleared:
+            clear_failure(what)  # once per pipeline, and after each recovery
+            self._retry_at.pop(what, None)
+            self._cleared.add(what)
+        return done
 
 
 def _unless_raced(

@@ -13,6 +13,8 @@ POOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DEAD_LETTER_SUFFIX = "_dlq"
 # Lake tables (a spec's `tables:`) live in this folder of the lake; no pool may take its name.
 TABLES_FOLDER = "_tables"
+# What failed for one table or spec while the rest went on (stage_failures.py).
+FAILING_FOLDER = "_failing"
 
 
 def lake_dir() -> str:
@@ -21,8 +23,8 @@ def lake_dir() -> str:
 
 
 def check_pool_name(name: str) -> str:
-    if name == TABLES_FOLDER:
-        raise ZyncError(f"invalid pool name {name!r}: the lake keeps its tables there")
+    if name in (TABLES_FOLDER, FAILING_FOLDER):
+        raise ZyncError(f"invalid pool name {name!r}: the lake keeps its own files there")
     if not POOL_NAME.match(name):
         raise ZyncError(
             f"invalid pool name {name!r}: use 1-64 letters, digits, '_' or '-' "

@@ -15,7 +15,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.errors import ZyncError
-from zync_assets.pools import list_pools, list_tables, pool_path, table_path
+from zync_assets.etl.expired import EXPIRED_SCHEMA
+from zync_assets.ingest.dead_letters import DEAD_LETTER_SCHEMA
+from zync_assets.pools import DEAD_LETTER_SUFFIX, list_pools, list_tables, pool_path, table_path
 
 
 def register_pools(spark: SparkSession, as_of: str | None = None) -> list[str]:
@@ -29,6 +31,8 @@ def register_pools(spark: SparkSession, as_of: str | None = None) -> list[str]:
     for name in list_tables():
         views[f"table_{name}" if name in views else name] = table_path(name)
     registered = []
+    for view in _empty_dead_letters(spark, pools, views):
+        registered.append(view)
     for view, path in views.items():
         reader = spark.read.format("delta")
         if as_of is not None:
@@ -43,6 +47,21 @@ def register_pools(spark: SparkSession, as_of: str | None = None) -> list[str]:
         frame.createOrReplaceTempView(f"`{view}`")
         registered.append(view)
     return registered
+
+
+def _empty_dead_letters(spark: SparkSession, pools: list[str], views: dict[str, str]) -> list[str]:
+    """`<pool>_dlq` as an empty view for each pool that never had a dead letter, so that
+    the documented query answers "none" rather than failing on a missing table."""
+    made = []
+    for pool in pools:
+        name = f"{pool}{DEAD_LETTER_SUFFIX}"
+        if pool.endswith(DEAD_LETTER_SUFFIX) or name in views:
+            continue
+        columns = spark.read.format("delta").load(pool_path(pool)).columns
+        schema = EXPIRED_SCHEMA if "kind" in columns else DEAD_LETTER_SCHEMA
+        spark.createDataFrame([], schema).createOrReplaceTempView(f"`{name}`")
+        made.append(name)
+    return made
 
 
 def check_as_of(as_of: str) -> str:

@@ -55,6 +55,20 @@ class Spec:
             pools.setdefault(route.pool, []).append(route.topic)
         return pools
 
+    def rules_of(self, pool: str) -> list[Rule]:
+        """The rules whose outputs go to staging pool `pool`: the ETL runs them there."""
+        topics = self.staging_pools().get(pool, [])
+        return [r for r in self.transforms if r.out in topics]
+
+    def etl_topics(self, pool: str) -> list[str]:
+        """The input topics the ETL of staging pool `pool` reads: its rules' topics and the
+        transaction topics its gated rules wait on. The events of another input topic (one
+        only a lake table reads) are not the ETL's: they get no done records and are no
+        part of the pool's lag."""
+        rules = self.rules_of(pool)
+        topics = (t for r in rules for t in (*r.topics, r.transaction_topic) if t)
+        return list(dict.fromkeys(topics))
+
     def formats(self) -> dict[str, WireFormat]:
         """topic -> its wire format, inputs and outputs."""
         return {route.topic: route.format for route in self.inputs + self.outputs}

@@ -24,6 +24,7 @@ from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.pools import dead_letter_path, pool_exists, pool_path, pool_version, table_path
 from zync_assets.settings import KafkaSettings
 from zync_assets.spec import Spec
+from zync_assets.stage_failures import Failure, read_failure
 from zync_assets.tables.changes import source_ends
 from zync_assets.tables.definition import TableDef
 from zync_assets.tables.state import read_table_state
@@ -96,6 +97,7 @@ class TableStatus:
     stored_as: str  # scd1 | scd2
     version: int | None  # the table's newest version (None: no table yet)
     partitions: list[PartitionLag]  # the source pool's committed end vs the table's cursors
+    failure: Failure | None = None  # its last pass failed (stage_failures.py)
 
     @property
     def exists(self) -> bool:
@@ -139,9 +141,11 @@ def raw_progress_of(spec: Spec) -> Offsets:
     return merged
 
 
-def input_lags(spec: Spec, cursors: Offsets) -> list[PartitionLag]:
-    """Per input topic-partition: events in the raw pools the ETL cursors have not passed."""
-    return _lags(raw_progress_of(spec), cursors)
+def input_lags(spec: Spec, pool: str, cursors: Offsets) -> list[PartitionLag]:
+    """Per topic-partition the ETL of staging pool `pool` reads: events in the raw pools
+    its cursors have not passed (a topic no rule reads is no part of it)."""
+    progress = raw_progress_of(spec)
+    return _lags({t: progress[t] for t in spec.etl_topics(pool) if t in progress}, cursors)
 
 
 def etl_backlog(spec: Spec) -> int:
@@ -150,7 +154,7 @@ def etl_backlog(spec: Spec) -> int:
     total = 0
     for pool in spec.staging_pools():
         cursors = read_state(pool_path(pool), spec.name).cursors
-        total += sum(p.lag for p in input_lags(spec, cursors))
+        total += sum(p.lag for p in input_lags(spec, pool, cursors))
     return total
 
 
@@ -167,7 +171,7 @@ def staging_status(
     return StagingStatus(
         pool=pool,
         spec=spec.name,
-        partitions=input_lags(spec, state.cursors),
+        partitions=input_lags(spec, pool, state.cursors),
         pending=len(waiting),
         oldest_pending=min((w.timestamp for w in waiting), default=None),
         expired=dead_letter_count(spark, pool),
@@ -185,8 +189,17 @@ def table_status(spec: Spec, table: TableDef) -> TableStatus:
     ends = source_ends(spec, table) or {}
     return TableStatus(
         table.name, table.source, table.source_pool, table.stored_as, pool_version(path),
-        _lags(ends, state.cursors),
+        _lags(ends, state.cursors), read_failure(f"table {table.name}"),
     )  # fmt: skip
+
+
+def failures(specs: list[Spec]) -> list[Failure]:
+    """What has failed and stopped in the pipelines of `specs` (tables, specs, pools), as
+    their stages recorded it; empty when all is well."""
+    names = [f"spec {spec.name}" for spec in specs]
+    names += [f"pool {p}" for spec in specs for p in (*spec.raw_pools(), *spec.staging_pools())]
+    names += [f"table {t.name}" for spec in specs for t in spec.tables]
+    return [found for what in dict.fromkeys(names) if (found := read_failure(what))]
 
 
 def _output_status(kafka: KafkaSettings, pool: str, topic: str, staged: int) -> OutputStatus:

@@ -11,7 +11,7 @@ from zync_assets.errors import ZyncError
 from zync_assets.pools import check_pool_name
 from zync_assets.spec import load_spec
 from zync_assets.tables.columns import ColumnTypeError, column_type, merged_type, split_fields
-from zync_assets.tables.declared import Declared, declared_columns
+from zync_assets.tables.declared import declared_columns
 
 HEAD = """
 inputs:
@@ -88,9 +88,10 @@ def test_bad_tables_name_the_file_table_and_field(tmp_path: Path, tables: str, e
         spec(tmp_path, tables + "\n")
 
 
-def test_the_tables_folder_is_no_pool_name() -> None:
-    with pytest.raises(ZyncError, match="the lake keeps its tables there"):
-        check_pool_name("_tables")
+@pytest.mark.parametrize("folder", ["_tables", "_failing"])
+def test_the_lakes_own_folders_are_no_pool_names(folder: str) -> None:
+    with pytest.raises(ZyncError, match="the lake keeps its own files there"):
+        check_pool_name(folder)
 
 
 def test_column_types_from_variant_types() -> None:
@@ -138,17 +139,33 @@ def test_column_types_from_a_debezium_envelopes_avro_schemas() -> None:
         {"name": "seen", "type": {"type": "long", "connect.name": "io.debezium.time.MicroTimestamp"}},
         {"name": "at", "type": ["null", {"type": "string", "connect.name": "io.debezium.time.ZonedTimestamp"}]},
         {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "wall", "type": {"type": "long", "connect.name": "io.debezium.time.Timestamp"}},
+        {"name": "opens", "type": {"type": "long", "connect.name": "io.debezium.time.MicroTime"}},
+        {"name": "doc", "type": {"type": "string", "connect.name": "io.debezium.data.Json"}},
+        {"name": "ratio", "type": {"type": "record", "name": "VariableScaleDecimal", "connect.name": "io.debezium.data.VariableScaleDecimal",
+                                   "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}]}},
+        {"name": "ref", "type": {"type": "string", "connect.name": "io.debezium.data.Uuid"}},
+        {"name": "year", "type": {"type": "int", "connect.name": "io.debezium.time.Year"}},
+        {"name": "took", "type": {"type": "long", "connect.name": "io.debezium.time.MicroDuration"}},
     ])  # fmt: skip
     v2 = envelope([{"name": "id", "type": "long"}, {"name": "huge", "type": {
         "type": "bytes", "logicalType": "decimal", "precision": 64, "scale": 4}}])  # fmt: skip
     assert declared_columns([v1, v2], envelope=True) == {
-        "id": Declared("bigint"),
-        "amount": Declared("decimal(10,2)"),
-        "born": Declared("date", "unix_date"),
-        "seen": Declared("timestamp", "micros"),
-        "at": Declared("timestamp"),
-        "tags": Declared("variant"),
-        "huge": Declared("decimal(38,4)"),
+        # Each the type of the value ingest stores (a Date is a DATE there, not its days).
+        "id": "bigint",
+        "amount": "decimal(10,2)",
+        "born": "date",
+        "seen": "timestamp_ntz",
+        "at": "timestamp",
+        "tags": "variant",
+        "wall": "timestamp_ntz",
+        "opens": "string",
+        "doc": "variant",
+        "ratio": "variant",
+        "ref": "string",
+        "year": "bigint",
+        "took": "bigint",
+        "huge": "decimal(38,4)",
     }
 
 

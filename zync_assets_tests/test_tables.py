@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import time
@@ -314,3 +315,102 @@ def test_events_that_change_no_row_are_counted_and_make_no_table_yet(tables: Tab
     results = tables.apply()
     assert [(r.run, r.read, r.ignored, r.upserts) for r in results] == [(1, 2, 1, 1), (1, 2, 1, 1)]
     assert [(r["id"], r["name"]) for r in tables.rows("items")] == [(1, "a")]
+
+
+SEMANTIC_ROW = {
+    "type": "record", "name": "TypedRow", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "born", "type": {"type": "int", "connect.name": "io.debezium.time.Date"}},
+        {"name": "wall", "type": {"type": "long", "connect.name": "io.debezium.time.Timestamp"}},
+        {"name": "seen", "type": {"type": "long", "connect.name": "io.debezium.time.MicroTimestamp"}},
+        {"name": "at", "type": {"type": "string", "connect.name": "io.debezium.time.ZonedTimestamp"}},
+        {"name": "opens", "type": {"type": "long", "connect.name": "io.debezium.time.MicroTime"}},
+        {"name": "doc", "type": {"type": "string", "connect.name": "io.debezium.data.Json"}},
+        {"name": "ref", "type": {"type": "string", "connect.name": "io.debezium.data.Uuid"}},
+        {"name": "year", "type": {"type": "int", "connect.name": "io.debezium.time.Year"}},
+        {"name": "body", "type": ["null", "string"], "default": None},
+        {"name": "blob", "type": ["null", "bytes"], "default": None},
+    ],
+}  # fmt: skip
+SEMANTIC_ENVELOPE = {
+    "type": "record", "name": "TypedEnvelope", "fields": [
+        {"name": "op", "type": "string"},
+        {"name": "before", "type": ["null", SEMANTIC_ROW], "default": None},
+        {"name": "after", "type": ["null", "TypedRow"], "default": None},
+        {"name": "source", "type": {"type": "record", "name": "TypedSource",
+                                    "fields": [{"name": "lsn", "type": "long"}]}},
+    ],
+}  # fmt: skip
+PLACEHOLDER = "__debezium_unavailable_value"
+
+
+def typed_row(id: int, body: str | None, blob: bytes | None = b"\x00\x01") -> dict:
+    """A row with one column of each of Debezium's semantic types, as its Avro converter
+    writes them (a Date its days, a MicroTime its microseconds, a Json its text); bytes
+    as base64, as zync's producer takes them."""
+    return {
+        "id": id, "born": 18265 + id, "wall": 1_700_000_000_123, "seen": 1_700_000_000_123_456,
+        "at": "2026-03-04T05:06:07.5+02:00", "opens": (9 * 3600 + 30 * 60) * 1_000_000 + 250,
+        "doc": '{"a": [1, 2]}', "ref": "6f1c2a3e-0000-4000-8000-000000000001", "year": 2026,
+        "body": body, "blob": None if blob is None else base64.b64encode(blob).decode(),
+    }  # fmt: skip
+
+
+@pytest.fixture
+def typed(spark, stack: Stack, tmp_path: Path, lake: Path) -> Tables:
+    spec = SPEC.replace("items_history", "typed_history").replace("name: items", "name: typed")
+    return Tables(spark, stack, tmp_path, spec, ["Items"])
+
+
+def send_typed(typed: Tables, changes: list[tuple[dict, dict]]) -> None:
+    from zync_assets_tests.conftest import produce_json
+
+    produce_json(typed.stack, typed.topic["Items"], changes, value_schema=SEMANTIC_ENVELOPE)
+
+
+def test_debeziums_semantic_types_become_typed_columns(typed: Tables) -> None:
+    """A Debezium Date is a DATE column (it stopped the table's first pass, read as days),
+    its Timestamps time zone-less timestamps, a ZonedTimestamp the instant, a MicroTime
+    its time of day, a Json its document."""
+    send_typed(typed, [change("c", 10, None, typed_row(1, "short"))])
+    assert [r.run for r in typed.apply()] == [1, 1]
+    (got,) = typed.rows("typed")
+    assert got["born"] == dt.date(2020, 1, 5)  # day 18,266 of the epoch
+    assert got["wall"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000)
+    assert got["seen"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123456)
+    table = typed.spark.read.format("delta").load(table_path("typed"))
+    assert table.where("at = TIMESTAMP '2026-03-04 05:06:07.5+02:00'").count() == 1
+    assert got["opens"] == "09:30:00.000250"
+    assert json.loads(got["doc"].toJson()) == {"a": [1, 2]}
+    assert (got["ref"], got["year"], got["blob"]) == (typed_row(1, "")["ref"], 2026, b"\x00\x01")
+    schema = {f.name: f.dataType.simpleString() for f in table.schema.fields}
+    assert (schema["born"], schema["wall"], schema["at"]) == ("date", "timestamp_ntz", "timestamp")
+
+
+def test_an_unchanged_toasted_value_keeps_its_previous_value(typed: Tables) -> None:
+    """Debezium writes `__debezium_unavailable_value` for a TOASTed column an UPDATE left
+    unchanged (default replica identity): SCD1 and SCD2 keep the value it had, whether that
+    is in the same pass or only in the table."""
+    big, blob = "x" * 20_000, b"\x07" * 3000
+    send_typed(typed, [
+        change("c", 10, None, typed_row(1, big, blob)),
+        change("u", 20, None, {**typed_row(1, PLACEHOLDER, PLACEHOLDER.encode()), "year": 2027}),
+        change("c", 30, None, typed_row(2, "two")),
+    ])  # fmt: skip
+    typed.apply()
+    current = {r["id"]: r for r in typed.rows("typed")}
+    assert (current[1]["body"], current[1]["blob"], current[1]["year"]) == (big, blob, 2027)
+    send_typed(typed, [  # only the table holds the values now
+        change("u", 40, None, {**typed_row(1, PLACEHOLDER, PLACEHOLDER.encode()), "year": 2028}),
+        change("u", 50, None, {**typed_row(2, PLACEHOLDER), "year": 2030}),
+    ])  # fmt: skip
+    typed.apply()
+    current = {r["id"]: r for r in typed.rows("typed")}
+    assert (current[1]["body"], current[1]["blob"], current[1]["year"]) == (big, blob, 2028)
+    assert (current[2]["body"], current[2]["year"]) == ("two", 2030)
+    history = typed.rows("typed_history", "id,__START_AT")
+    assert [(r["id"], r["year"], r["body"] == big, r["blob"] == blob) for r in history] == [
+        (1, 2026, True, True), (1, 2027, True, True), (1, 2028, True, True),
+        (2, 2026, False, False), (2, 2030, False, False),
+    ]  # fmt: skip
+    assert all(PLACEHOLDER not in (r["body"] or "") for r in history)

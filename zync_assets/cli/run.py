@@ -19,7 +19,7 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.lease import PipelineLeases
 from zync_assets.locations import state_dir
 from zync_assets.maintenance import Maintained, Maintenance, MaintenancePolicy
-from zync_assets.pipeline import PassResult, Pipeline, PipelineReporter
+from zync_assets.pipeline import FAILED_RETRY_S, PassResult, Pipeline, PipelineReporter
 from zync_assets.settings import kafka_settings, registry_settings
 from zync_assets.spec import Route, Spec, load_spec
 from zync_assets.stack.dagster import instance_home
@@ -52,6 +52,13 @@ class PrintedReport:
 
     def conflicted(self, stage: str, message: str) -> None:
         click.echo(f"zync: {stage}: {message}; continuing from the new state", err=True)
+
+    def failed(self, what: str, message: str) -> None:
+        click.echo(
+            f"zync: {what} failed and stops (tried again in {FAILED_RETRY_S:g}s; the rest "
+            f"goes on): {message}",
+            err=True,
+        )
 
     def maintained(self, result: Maintained) -> None:
         click.echo(result.describe())
@@ -137,8 +144,12 @@ def _run(
         ),
     )
 
+    failures: dict[str, str] = {}
+
     def pass_once() -> list[PassResult]:
-        return [pipeline.pass_once(reporter)]
+        result = pipeline.pass_once(reporter)
+        failures.update(result.failures)
+        return [result]
 
     try:
         with graceful_stop() as stop:
@@ -152,6 +163,10 @@ def _run(
             )
     finally:
         reporter.close()
+    if failures and not keep_going:  # one pass: the exit status must say it
+        what, message = next(iter(failures.items()))
+        others = f" (and {len(failures) - 1} more, above)" if len(failures) > 1 else ""
+        raise ZyncError(f"{what} failed{others}: {message}")
 
 
 def report_timing(result: PassResult) -> None:

@@ -180,3 +180,84 @@ def status() -> None:
     """Show which services run, their PIDs, addresses and logs."""
     for service in stack_status():
         click.echo(service.line())
+
+
+@stack.group()
+def connector() -> None:
+    """Register Debezium's source for your own tables, or the JDBC sink for output topics,
+    on the stack's Kafka Connect (`zync stack up --cdc`)."""
+
+
+def _addresses(source_port: int, warehouse_port: int, connect_port: int, registry_port: int):
+    from zync_assets.stack.register import StackAddresses
+    from zync_assets.stack.registry import registry_v2_url
+
+    return StackAddresses(
+        source_port, warehouse_port, f"http://127.0.0.1:{connect_port}",
+        registry_v2_url(registry_port),
+    )  # fmt: skip
+
+
+_FORMAT = click.option("--format", "wire_format", type=click.Choice(["avro", "json"]),
+                       default="avro", show_default=True,
+                       help="Wire format: Avro through the stack's registry, or Connect JSON.")  # fmt: skip
+_PORTS = [
+    click.option("--source-db-port", default=CdcPorts.source_db, show_default=True),
+    click.option("--warehouse-db-port", default=CdcPorts.warehouse_db, show_default=True),
+    click.option("--connect-port", default=CdcPorts.connect, show_default=True),
+    click.option("--registry-port", default=8081, show_default=True),
+]
+
+
+def _with_ports(command):
+    for option in reversed(_PORTS):
+        command = option(command)
+    return command
+
+
+@connector.command("source")
+@click.argument("name")
+@click.option(
+    "--database", required=True, help="The source database (on the stack's source PostgreSQL)."
+)
+@click.option("--tables", required=True,
+              help="Comma-separated schema.table names to capture, e.g. public.customers,public.accounts.")  # fmt: skip
+@click.option("--topic-prefix", help="Debezium's topic.prefix [default: NAME].")
+@_FORMAT
+@_with_ports
+def connector_source(
+    name: str, database: str, tables: str, topic_prefix: str | None, wire_format: str,
+    source_db_port: int, warehouse_db_port: int, connect_port: int, registry_port: int,
+) -> None:  # fmt: skip
+    """Capture TABLES of DATABASE with Debezium's PostgreSQL source named NAME: the
+    connector's role, SELECT on the tables, a publication and a slot named after NAME, and
+    the connector (resources/connect/postgres-source.json), waited on until it runs.
+    Prints the topics, as a spec's inputs take them."""
+    from zync_assets.stack.register import register_source
+
+    at = _addresses(source_db_port, warehouse_db_port, connect_port, registry_port)
+    listed = [t.strip() for t in tables.split(",") if t.strip()]
+    topics = register_source(at, name, database, listed, wire_format, topic_prefix)
+    click.echo(f"connector {name} runs; its topics, for a spec's inputs:")
+    for topic in topics:
+        click.echo(f"  - {{topic: {topic}, pool: Raw, format: {wire_format}}}")
+
+
+@connector.command("sink")
+@click.argument("name")
+@click.option("--topics", required=True, help="Comma-separated output topics to upsert.")
+@_FORMAT
+@_with_ports
+def connector_sink(
+    name: str, topics: str, wire_format: str, source_db_port: int, warehouse_db_port: int,
+    connect_port: int, registry_port: int,
+) -> None:  # fmt: skip
+    """Upsert TOPICS into the stack's warehouse with Debezium's JDBC sink named NAME
+    (resources/connect/jdbc-sink.json): a table per topic named after it, a tombstone
+    deletes its row; waited on until it runs."""
+    from zync_assets.stack.register import register_sink
+
+    at = _addresses(source_db_port, warehouse_db_port, connect_port, registry_port)
+    listed = [t.strip() for t in topics.split(",") if t.strip()]
+    register_sink(at, name, listed, wire_format)
+    click.echo(f"connector {name} runs: {', '.join(listed)} → warehouse tables of those names")

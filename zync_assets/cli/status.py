@@ -17,10 +17,12 @@ from zync_assets.errors import ZyncError
 from zync_assets.pools import lake_dir, pool_path
 from zync_assets.settings import kafka_settings
 from zync_assets.spec import Spec, all_raw_pools, find_specs, load_spec, spec_folder
+from zync_assets.stage_failures import Failure
 from zync_assets.status import (
     RawStatus,
     StagingStatus,
     TableStatus,
+    failures,
     raw_status,
     staging_status,
     table_status,
@@ -108,8 +110,9 @@ def lake_table_table(statuses: list[TableStatus]) -> Table:
     )
     for status in statuses:
         version = "-" if status.version is None else str(status.version)
+        name = status.table if status.exists else f"{status.table} (not yet)"
         table.add_row(
-            escape(status.table if status.exists else f"{status.table} (not yet)"),
+            escape(name + (" FAILING" if status.failure else "")),
             status.stored_as, escape(f"{status.source} ({status.source_pool})"), version,
             str(status.lag),
         )  # fmt: skip
@@ -127,9 +130,13 @@ def missing_note(raws: list[RawStatus], stagings: list[StagingStatus]) -> str | 
     )
 
 
+def failure_lines(failing: list[Failure]) -> list[str]:
+    return [f"FAILING: {f.what} (since {f.at:%Y-%m-%d %H:%M:%S} UTC): {f.message}" for f in failing]
+
+
 def status_document(
     specs: list[Path], raws: list[RawStatus], stagings: list[StagingStatus],
-    tables: list[TableStatus],
+    tables: list[TableStatus], failing: list[Failure],
 ) -> dict[str, Any]:  # fmt: skip
     """The same figures as the tables, for `--format json`."""
     return {
@@ -174,6 +181,9 @@ def status_document(
             }
             for t in tables
         ],
+        "failing": [
+            {"what": f.what, "message": f.message, "since": f.at.isoformat()} for f in failing
+        ],
     }  # fmt: skip
 
 
@@ -191,8 +201,10 @@ def status(specs: tuple[str, ...], output_format: str | None) -> None:
     output_format = output_format or ("table" if sys.stdout.isatty() else "json")
     raws, stagings = _read_statuses(loaded)
     tables = [table_status(spec, table) for spec in loaded for table in spec.tables]
+    failing = failures(loaded)
     if output_format == "json":
-        click.echo(json.dumps(status_document(paths, raws, stagings, tables), indent=2))
+        document = status_document(paths, raws, stagings, tables, failing)
+        click.echo(json.dumps(document, indent=2))
         return
     out = Console(highlight=False)
     # Paths are printed whole (the terminal folds them) so they can be copied as they are.
@@ -206,6 +218,8 @@ def status(specs: tuple[str, ...], output_format: str | None) -> None:
         out.print(lake_table_table(tables))
     if (note := missing_note(raws, stagings)) is not None:
         out.print(escape(note))
+    for line in failure_lines(failing):
+        out.print(escape(line), soft_wrap=True)
 
 
 def _read_statuses(loaded: list[Spec]) -> tuple[list[RawStatus], list[StagingStatus]]:

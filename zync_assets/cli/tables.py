@@ -1,4 +1,4 @@
-"""`zync table apply|history|changes`: lake tables kept from pools (a spec's `tables:`)."""
+"""`zync table apply|rebuild|history|changes`: lake tables kept from pools (a spec's `tables:`)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,30 @@ def table_apply(specs: tuple[str, ...], only: str | None) -> None:
     for spec in loaded:
         for result in run_tables(spark, spec, registry, only=only):
             click.echo(describe_table(result))
+
+
+@table.command("rebuild")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("name")
+def table_rebuild(spec: str, name: str) -> None:
+    """Build table NAME of SPEC anew from its whole source pool, with the spec's columns
+    as they are now (after a changed column list, or a column that could not be read).
+
+    The table is replaced in place, in its own history (`zync table history` shows the
+    rebuild; time travel reads what it was before); each source event is applied once."""
+    from zync_assets.kafka.registry import Registry
+    from zync_assets.settings import registry_settings
+    from zync_assets.spark import spark_session
+    from zync_assets.stage_failures import clear_failure
+    from zync_assets.tables.apply import describe_table, rebuild_table
+
+    loaded = load_spec(spec)
+    if name not in {t.name for t in loaded.tables}:
+        have = ", ".join(t.name for t in loaded.tables) or "none"
+        raise ZyncError(f"{spec}: no table {name!r} to rebuild (its tables: {have})")
+    result = rebuild_table(spark_session(), loaded, name, Registry(registry_settings()))
+    clear_failure(f"table {name}")
+    click.echo(describe_table(result).replace(f"table {name}:", f"table {name}: rebuilt:", 1))
 
 
 @table.command("history")

@@ -21,7 +21,8 @@ import yaml
 from zync_assets.kafka.clients import delete_topics, topic_names
 from zync_assets.settings import KafkaSettings
 from zync_assets.stack import postgres
-from zync_assets.stack.connectors import ConnectApi, connector_config
+from zync_assets.stack.connectors import ConnectApi
+from zync_assets.stack.register import StackAddresses, register_sink, register_source
 
 SHOP_SPEC = Path(__file__).resolve().parent.parent.parent / "etl_specs" / "shop.yaml"
 SOURCE_TABLES = """
@@ -41,12 +42,6 @@ CREATE TABLE IF NOT EXISTS invoice_status (
 -- tombstone for that invoice): with the default REPLICA IDENTITY a delete carries only
 -- the primary key.
 ALTER TABLE invoice_status REPLICA IDENTITY FULL;
-DO $$ BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'debezium') THEN
-        CREATE ROLE debezium LOGIN REPLICATION;
-    END IF;
-END $$;
-GRANT SELECT ON invoices, invoice_status TO debezium;
 """
 
 # What the warehouse must hold: every invoice with its status (deleted ones absent).
@@ -86,44 +81,35 @@ class Chain:
             postgres.dsn(self.warehouse_port, postgres.WAREHOUSE.database), autocommit=True
         )
 
-    def create_source_tables(self) -> None:
-        """The tables, the connector's role and this chain's publication (made by the
-        table owner, so the connector's role needs only LOGIN REPLICATION and SELECT)."""
+    @property
+    def addresses(self) -> StackAddresses:
+        return StackAddresses(
+            self.source_port, self.warehouse_port, f"http://127.0.0.1:{self.connect_port}",
+            self.registry_v2,
+        )  # fmt: skip
+
+    def create_source_tables(self, ddl: str = SOURCE_TABLES) -> None:
+        """This chain's source database and its tables."""
         postgres.create_database(self.source_port, self.name)
         with self.source(autocommit=True) as conn:
-            conn.execute(SOURCE_TABLES)
-            exists = conn.execute(
-                "SELECT 1 FROM pg_publication WHERE pubname = %s", [self.name]
-            ).fetchone()
-            if not exists:
-                conn.execute(f"CREATE PUBLICATION {self.name} FOR TABLE invoices, invoice_status")
+            conn.execute(ddl)
 
-    def start_source_connector(self) -> None:
-        config = connector_config(
-            "postgres-source",
-            self.wire_format,
-            source_port=str(self.source_port),
-            database=self.name,
-            topic_prefix=self.name,
-            slot=self.name,
-            publication=self.name,
-            tables="public.invoices,public.invoice_status",
-            registry_v2=self.registry_v2,
-        )
-        self.connect.put(f"{self.name}-source", config)
-        self.connect.wait_running(f"{self.name}-source")
+    def start_source_connector(
+        self, tables: tuple[str, ...] = ("public.invoices", "public.invoice_status")
+    ) -> None:
+        """Debezium's source for `tables`, as `zync stack connector source` registers it:
+        the connector's role, its publication (made by the tables' owner, so the role
+        needs only LOGIN REPLICATION and SELECT), the connector itself."""
+        register_source(
+            self.addresses, f"{self.name}-source", self.name, list(tables), self.wire_format,
+            topic_prefix=self.name, publication=self.name,  # the slot too
+        )  # fmt: skip
 
-    def start_sink_connector(self) -> None:
-        config = connector_config(
-            "jdbc-sink",
+    def start_sink_connector(self, topics: tuple[str, ...] | None = None) -> None:
+        register_sink(
+            self.addresses, f"{self.name}-sink", list(topics or (self.output_topic,)),
             self.wire_format,
-            topics=self.output_topic,
-            warehouse_port=str(self.warehouse_port),
-            database=postgres.WAREHOUSE.database,
-            registry_v2=self.registry_v2,
-        )
-        self.connect.put(f"{self.name}-sink", config)
-        self.connect.wait_running(f"{self.name}-sink")
+        )  # fmt: skip
 
     def reset(self, kafka: KafkaSettings) -> None:
         """Remove every trace of an earlier run of this chain: its connectors (and their

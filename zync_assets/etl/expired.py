@@ -23,6 +23,12 @@ from zync_assets.etl.gate import GATED, GROUP_SCOPE, TXN, member_of
 from zync_assets.etl.open_txns import open_transactions
 from zync_assets.pools import dead_letter_path, pool_path
 
+# A staging pool's `<pool>_dlq`: the events that waited too long, as the ETL read them.
+EXPIRED_SCHEMA = (
+    "topic string, partition int, offset bigint, timestamp timestamp, key variant, "
+    "value variant, reason string, spec string, run bigint"
+)
+
 
 def copy_expired(
     spark: SparkSession, pool: str, spec: str, run: int, rules: list[CompiledRule]

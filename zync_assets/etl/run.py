@@ -65,10 +65,11 @@ def run_etl(
     compiled = compiled if compiled is not None else compile_rules(spark, spec)
     now = now or dt.datetime.now(dt.UTC)
     results = []
-    for name, topics in spec.staging_pools().items():
+    for name in spec.staging_pools():
         if pool is not None and name != pool:
             continue
-        rules = [r for r in compiled if r.rule.out in topics]
+        mine = spec.rules_of(name)
+        rules = [r for r in compiled if r.rule in mine]
         if rules:
             results.append(_run_pool(spark, spec, name, rules, now))
     return results

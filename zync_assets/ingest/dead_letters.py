@@ -37,6 +37,11 @@ def _between(low: Offsets, high: Offsets):
 
 # The raw commit (by its attempt id, unique per run) each pool's copy was last brought
 # up to in this process. A pool without dead letters has no copy to record progress in;
+# A raw pool's `<pool>_dlq`: the messages that could not be read, with their original bytes.
+DEAD_LETTER_SCHEMA = (
+    "topic string, partition int, offset bigint, timestamp timestamp, key binary, "
+    "value binary, reason string, run bigint"
+)
 # without this, every pass of a long-lived process would scan for dead letters anew.
 _synced_through: dict[str, str | None] = {}
 

@@ -29,7 +29,7 @@ from zync_assets.ingest.ingest import IngestResult
 from zync_assets.maintenance import Maintained
 from zync_assets.orchestration.raw import raw_pool_materialization
 from zync_assets.orchestration.staging import etl_materializations
-from zync_assets.orchestration.tables import table_materialization
+from zync_assets.orchestration.tables import table_failed, table_materialization
 from zync_assets.orchestration.tokafka import output_topic_materialization
 from zync_assets.pipeline import PipelineReporter
 from zync_assets.spec import Route, Spec
@@ -104,6 +104,12 @@ class DagsterReport:
 
     def conflicted(self, stage: str, message: str) -> None:
         self.then.conflicted(stage, message)
+
+    def failed(self, what: str, message: str) -> None:
+        self.then.failed(what, message)
+        kind, _, name = what.partition(" ")
+        if kind == "table":  # its check fails in the UI until a pass applies it again
+            self._pass.append(lambda: [table_failed(name, message)])
 
     def maintained(self, result: Maintained) -> None:
         self.then.maintained(result)

@@ -127,7 +127,7 @@ def etl_materializations(
     expired = dead_letter_count(session, pool)
     metadata = {
         **etl_metadata(result),
-        "lag": sum(p.lag for p in input_lags(spec, result.cursors)),
+        "lag": sum(p.lag for p in input_lags(spec, pool, result.cursors)),
         "expired_total": expired,
     }
     yield MaterializeResult(asset_key=staging_key(pool), metadata=metadata)

@@ -3,10 +3,14 @@
 (No `from __future__ import annotations`: Dagster reads the asset functions' type hints.)
 """
 
+import datetime as dt
 import json
 from typing import Any
 
 from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckResult,
+    AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
     AutomationCondition,
@@ -19,6 +23,7 @@ from zync_assets.orchestration.raw import raw_key
 from zync_assets.orchestration.resources import SchemaRegistryResource, SparkResource
 from zync_assets.orchestration.staging import staging_key
 from zync_assets.spec import Spec
+from zync_assets.stage_failures import clear_failure, explain, record_failure
 from zync_assets.tables.apply import TableResult, run_tables
 from zync_assets.tables.definition import TableDef
 
@@ -38,9 +43,27 @@ def table_metadata(result: TableResult) -> dict[str, Any]:
     }
 
 
+# Whether the table's passes apply: fails while a pass fails (a column type that cannot be
+# read, a changed column list), with the reason, and passes again once one commits.
+APPLIES_CHECK = "applies"
+
+
 def table_materialization(result: TableResult) -> MaterializeResult:
     """What a table's commit records in Dagster, from a run or from `zync run`."""
-    return MaterializeResult(asset_key=table_key(result.table), metadata=table_metadata(result))
+    key = table_key(result.table)
+    return MaterializeResult(
+        asset_key=key,
+        metadata=table_metadata(result),
+        check_results=[AssetCheckResult(asset_key=key, check_name=APPLIES_CHECK, passed=True)],
+    )
+
+
+def table_failed(name: str, message: str) -> AssetCheckEvaluation:
+    """A failed pass of table `name`, as `zync run` reports it (a Dagster run fails)."""
+    return AssetCheckEvaluation(
+        asset_key=table_key(name), check_name=APPLIES_CHECK, passed=False,
+        metadata={"error": message},
+    )  # fmt: skip
 
 
 def table_assets(spec: Spec) -> list:
@@ -62,6 +85,7 @@ def _table_asset(spec: Spec, table: TableDef):
         description=f"Lake table {table.name}: {kind} of topic {table.source}, keys "
         f"{', '.join(table.keys)} ({spec.path.name}).",
         tags={"zync/stage": "table"},
+        check_specs=[AssetCheckSpec(APPLIES_CHECK, asset=table_key(table.name))],
     )
     def lake_table(
         context: AssetExecutionContext,
@@ -69,7 +93,13 @@ def _table_asset(spec: Spec, table: TableDef):
         schema_registry: SchemaRegistryResource,
     ) -> MaterializeResult:
         registry = schema_registry.registry()
-        (result,) = run_tables(spark.session(), spec, registry, only=table.name)
+        what = f"table {table.name}"
+        try:
+            (result,) = run_tables(spark.session(), spec, registry, only=table.name)
+        except Exception as exc:  # recorded for `zync status`; the run fails with it
+            record_failure(what, explain(exc), dt.datetime.now(dt.UTC))
+            raise
+        clear_failure(what)
         if result.run is None:
             context.log.info(f"table {table.name}: nothing new in {table.source_pool}")
         else:

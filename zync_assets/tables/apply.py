@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.delta_writes import CONCURRENT_WRITE, append_once
-from zync_assets.errors import ConcurrentWriter
+from zync_assets.errors import ConcurrentWriter, ZyncError
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import pool_exists, table_changes_path, table_path
@@ -40,8 +40,14 @@ from zync_assets.tables.changes import (
     compile_table,
     new_rows,
 )
-from zync_assets.tables.columns import Columns, observed, plan_columns, variant_schemas
-from zync_assets.tables.declared import Declared, declared_columns
+from zync_assets.tables.columns import (
+    Columns,
+    ColumnTypeError,
+    observed,
+    plan_columns,
+    variant_schemas,
+)
+from zync_assets.tables.declared import declared_columns
 from zync_assets.tables.definition import TableDef
 from zync_assets.tables.merge import merge_source, merge_sql
 from zync_assets.tables.state import (
@@ -100,7 +106,7 @@ def run_tables(
     return [apply_table(spark, c, now, registry) for c in chosen]
 
 
-def declared_types(compiled: CompiledTable, registry: Registry | None) -> dict[str, Declared]:
+def declared_types(compiled: CompiledTable, registry: Registry | None) -> dict[str, str]:
     """The column types a raw Avro source's schemas declare (none for other sources)."""
     table = compiled.table
     if registry is None or table.from_staging:
@@ -111,20 +117,93 @@ def declared_types(compiled: CompiledTable, registry: Registry | None) -> dict[s
 
 
 def apply_table(
-    spark: SparkSession, compiled: CompiledTable, now: dt.datetime, registry: Registry | None
-) -> TableResult:
+    spark: SparkSession, compiled: CompiledTable, now: dt.datetime, registry: Registry | None,
+    rebuild: bool = False,
+) -> TableResult:  # fmt: skip
+    """One pass of a table: its source's new events, merged in one commit. `rebuild`: the
+    table is built anew from the source's first event instead (rebuild_table)."""
     table = compiled.table
     path = table_path(table.name)
     state = read_table_state(path, table.name) if pool_exists(path) else TableState()
+    if rebuild:  # from the first event; run numbers go on, so no old writer's commit lands
+        state = TableState(run=state.run, version=state.version)
     found = new_rows(spark, compiled.spec, table, state.cursors)
     if found is None or _caught_up(state.cursors, found.ends):
         return TableResult(table.name, None, state, cursors=state.cursors, note="nothing new")
     events = pinned(change_events(found.rows, compiled))
     try:
         declared = declared_types(compiled, registry)
-        return _apply(spark, compiled, state, events, found.ends, now, declared)
+        return _apply(spark, compiled, state, events, found.ends, now, declared, rebuild)
     finally:
         unpin(events)
+
+
+def rebuild_table(
+    spark: SparkSession, spec: Spec, name: str, registry: Registry | None,
+    now: dt.datetime | None = None,
+) -> TableResult:  # fmt: skip
+    """Table `name` of `spec` built anew from its whole source pool, in place: the table and
+    its change log are replaced (CREATE OR REPLACE: their history stays readable with
+    time travel) with the spec's columns, and one pass applies every source event. A
+    pipeline's pass of the table racing it commits first or writes nothing (Delta's
+    conflict check), so the table is exactly once either way."""
+    chosen = [t for t in spec.tables if t.name == name]
+    if not chosen:
+        have = ", ".join(t.name for t in spec.tables) or "none"
+        raise ZyncError(f"{spec.path}: no table {name!r} (its tables: {have})")
+    compiled = compile_table(spark, spec, chosen[0])
+    return apply_table(spark, compiled, now or dt.datetime.now(dt.UTC), registry, rebuild=True)
+
+
+def _rebuild(compiled: CompiledTable) -> str:
+    """The command that builds the table anew from its source pool."""
+    return f"`zync table rebuild {compiled.spec.path} {compiled.table.name}`"
+
+
+def check_selection(compiled: CompiledTable, state: TableState, current: dict[str, str]) -> None:
+    """Refuse a pass whose spec keeps other columns than the stored rows were built with:
+    their rows would lack a newly kept column's values, or keep a column the spec drops."""
+    table = compiled.table
+    dropped = [c for c in current if not table.keeps(c)]
+    recorded = state.details.get("columns")
+    if not dropped and (recorded is None or recorded == table.selection()):
+        return
+    what = f"holds column {dropped[0]}, which" if dropped else "was built with other columns:"
+    raise ColumnTypeError(
+        f"table {table.name} {what} the spec's column-list / except-column-list now leaves "
+        f"out or adds: nothing was written; run {_rebuild(compiled)} to build it anew from "
+        f"pool {table.source_pool} with the spec's columns"
+    )
+
+
+def unreadable_column(
+    events: DataFrame, compiled: CompiledTable, columns: Columns
+) -> ColumnTypeError | None:
+    """Which column's value could not be read as the column's type (the first, with an
+    example), for a pass that failed on it; None when none is found."""
+    typed = [(n, k) for n, k in columns.types.items() if k != "variant"]
+    if not typed:
+        return None
+    probes = []
+    for name, kind in typed:
+        value = f"variant_get({ROW}, '$.{name}')"
+        bad = F.expr(
+            f"try_variant_get({ROW}, '$.{name}', '{kind}') IS NULL AND {value} IS NOT NULL "
+            f"AND NOT is_variant_null({value})"
+        )
+        example = F.expr(f"concat(to_json({value}), ' (', schema_of_variant({value}), ')')")
+        probes.append(F.max(F.when(bad, example)).alias(name))
+    found = events.select(*probes).first()
+    if found is None:
+        return None
+    for name, kind in typed:
+        if found[name] is not None:
+            return ColumnTypeError(
+                f"table {compiled.table.name}: column {name} is {kind}, but an event holds "
+                f"{found[name]}, which cannot be read as {kind}: nothing was written. Leave "
+                f"the column out (except-column-list: [{name}]) and run {_rebuild(compiled)}"
+            )
+    return None
 
 
 def _caught_up(cursors: Offsets, ends: Offsets) -> bool:
@@ -136,28 +215,35 @@ def _caught_up(cursors: Offsets, ends: Offsets) -> bool:
 
 def _apply(
     spark: SparkSession, compiled: CompiledTable, state: TableState, events: DataFrame,
-    ends: Offsets, now: dt.datetime, declared: dict[str, Declared],
+    ends: Offsets, now: dt.datetime, declared: dict[str, str], rebuild: bool = False,
 ) -> TableResult:  # fmt: skip
     table = compiled.table
     path = table_path(table.name)
     counts, schemas = _summary(events)
-    if not pool_exists(path) and counts["upserts"] + counts["deletes"] == 0:
+    if (rebuild or not pool_exists(path)) and counts["upserts"] + counts["deletes"] == 0:
         # Nothing to type the table's keys from yet (say, only Debezium messages): the
         # table is made by the first pass with a row change; these events are read again.
         return TableResult(
             table.name, None, state, cursors=state.cursors, note="no row changes yet", **counts
         )
+    current = {} if rebuild else _current_columns(spark, path)
+    check_selection(compiled, state, current)
     seen = observed(schemas, table.keys)
-    columns = plan_columns(table, _current_columns(spark, path), seen, declared)
+    columns = plan_columns(table, current, seen, declared)
     changes = _typed_events(events, columns)
     run, attempt = state.run + 1, uuid.uuid4().hex
-    _ensure_tables(spark, compiled, columns)
-    if table.scd2 or counts["deletes"]:  # an SCD1 table remembers only its deletes
-        _log_changes(changes, compiled, columns, run, now)
+    _ensure_tables(spark, compiled, columns, replace=rebuild)
     if run % PRUNE_EVERY == 0:
         _prune_log(spark, table, now)
-    meta = table_metadata(table.name, run, attempt, ends, **counts)
-    _merge(spark, compiled, columns, changes, run, meta)
+    meta = table_metadata(table.name, run, attempt, ends, columns=table.selection(), **counts)
+    try:
+        if table.scd2 or counts["deletes"]:  # an SCD1 table remembers only its deletes
+            _log_changes(changes, compiled, columns, run, now)
+        _merge(spark, compiled, columns, changes, run, meta)
+    except Exception as exc:
+        if "INVALID_VARIANT_CAST" not in str(exc):
+            raise
+        raise unreadable_column(events.where(_applies()), compiled, columns) or exc from exc
     committed = read_table_state(path, table.name)
     if committed.attempt != attempt:
         raise ConcurrentWriter(
@@ -199,7 +285,7 @@ def _current_columns(spark: SparkSession, path: str) -> dict[str, str]:
 def _typed_events(events: DataFrame, columns: Columns) -> DataFrame:
     """The events that change a row, with the table's typed columns."""
     return events.where(_applies()).select(
-        *columns.typed(), SEQUENCE, DELETE, ROW, POSITION,
+        *columns.typed(), columns.unavailable(), SEQUENCE, DELETE, ROW, POSITION,
         F.lit(fold.FROM_NEW).alias(fold.PRIORITY),
     )  # fmt: skip
 
@@ -211,12 +297,17 @@ def _metadata_columns(compiled: CompiledTable) -> dict[str, str]:
     return {SEQUENCE: seq}
 
 
-def _ensure_tables(spark: SparkSession, compiled: CompiledTable, columns: Columns) -> None:
-    """Create the table and its change log, or add and widen the table's columns."""
+def _ensure_tables(
+    spark: SparkSession, compiled: CompiledTable, columns: Columns, replace: bool = False
+) -> None:
+    """Create the table and its change log, or add and widen the table's columns;
+    `replace`: replace both with empty ones (a rebuild)."""
     table = compiled.table
     path = table_path(table.name)
     wanted = columns.types | _metadata_columns(compiled)
-    if not pool_exists(path):
+    if replace and pool_exists(path):
+        _empty(spark, path, wanted)
+    elif not pool_exists(path):
         props = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({_ddl(wanted)}) USING delta "
@@ -232,11 +323,20 @@ def _ensure_tables(spark: SparkSession, compiled: CompiledTable, columns: Column
             if name in have and have[name] != kind:
                 spark.sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN `{name}` TYPE {kind}")
     log = table_changes_path(table.name)
-    if not pool_exists(log):
-        keys = {k: columns.types[k] for k in table.keys}
-        spec = keys | {SEQUENCE: compiled.sequence_type, DELETE: "boolean", ROW: "variant",
-                       LOGGED_AT: "timestamp", "__RUN": "bigint"}  # fmt: skip
-        spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{log}` ({_ddl(spec)}) USING delta")
+    keys = {k: columns.types[k] for k in table.keys}
+    logged = keys | {SEQUENCE: compiled.sequence_type, DELETE: "boolean", ROW: "variant",
+                     LOGGED_AT: "timestamp", "__RUN": "bigint"}  # fmt: skip
+    if replace and pool_exists(log):
+        _empty(spark, log, logged)
+    elif not pool_exists(log):
+        spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{log}` ({_ddl(logged)}) USING delta")
+
+
+def _empty(spark: SparkSession, path: str, columns: dict[str, str]) -> None:
+    """Replace the Delta table at `path` with an empty one of `columns`, in one commit (its
+    properties and clustering stay; its earlier versions stay readable)."""
+    empty = spark.createDataFrame([], _ddl(columns))
+    empty.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
 
 
 def _ddl(columns: dict[str, str]) -> str:

@@ -15,17 +15,20 @@ decimal's declared scale). Then it merges them with the table's columns:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from zync_assets.debezium import is_unavailable
 from zync_assets.errors import ZyncError
 from zync_assets.tables.changes import ROW
-from zync_assets.tables.declared import Declared
 from zync_assets.tables.definition import COLUMN_NAME, TableDef
 
 VARIANT = "variant"
+# The data columns whose value the event left out (Debezium's TOAST placeholder): fold.py
+# keeps their previous value.
+UNAVAILABLE = "__UNAVAILABLE"
 _DECIMAL = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")
 _SCALARS = {
     "TINYINT": "bigint", "SMALLINT": "bigint", "INT": "bigint", "BIGINT": "bigint",
@@ -87,8 +90,8 @@ def merged_type(table: str, column: str, current: str | None, seen: str | None) 
         return current  # the values fit as they are
     raise ColumnTypeError(
         f"table {table}: column {column} is {current} but new events hold {seen}; "
-        "it cannot widen to that: nothing was written (recreate the table, or leave the "
-        "column out with except-column-list)"
+        "it cannot widen to that: nothing was written (leave the column out with "
+        f"except-column-list, then run `zync table rebuild SPEC {table}`)"
     )
 
 
@@ -107,36 +110,33 @@ class Columns:
 
     types: dict[str, str]
     keys: tuple[str, ...]
-    readers: dict[str, str] = field(default_factory=dict)  # name → Declared.reader
 
     def typed(self, skip: tuple[str, ...] = ()) -> list[Column]:
         """The columns (but `skip`), read from the event's row image (keys also from its
         Kafka key)."""
         return [
-            _typed(name, kind, self.readers.get(name), name in self.keys)
+            _typed(name, kind, name in self.keys)
             for name, kind in self.types.items() if name not in skip
         ]  # fmt: skip
+
+    def unavailable(self) -> Column:
+        """The data columns whose value in the event's row image is Debezium's placeholder
+        for an unchanged TOASTed value (array<string>; empty for most events)."""
+        found = [F.when(is_unavailable(F.col(ROW), f"$.{n}"), F.lit(n)) for n in self.data()]
+        names = F.array_compact(F.array(*found)) if found else F.array()
+        return names.cast("array<string>").alias(UNAVAILABLE)
 
     def data(self) -> list[str]:
         """The columns that are not keys."""
         return [name for name in self.types if name not in self.keys]
 
 
-_READERS = {  # a Debezium time type's number → the column's value
-    "unix_date": ("int", "date_from_unix_date({})"),
-    "millis": ("bigint", "timestamp_millis({})"),
-    "micros": ("bigint", "timestamp_micros({})"),
-    "nanos": ("bigint", "timestamp_micros({} div 1000)"),
-}
-
-
-def _typed(name: str, kind: str, reader: str | None, key: bool) -> Column:
+def _typed(name: str, kind: str, key: bool) -> Column:
+    # Ingest stored each value as the type it stands for (a Debezium Date is a DATE), so a
+    # plain cast reads it; a value that does not fit fails the pass (apply.py names it).
     def read(variant: str) -> str:
         if kind == VARIANT:
             return f"variant_get({variant}, '$.{name}')"
-        if reader in _READERS:
-            stored, convert = _READERS[reader]
-            return convert.format(f"variant_get({variant}, '$.{name}', '{stored}')")
         return f"variant_get({variant}, '$.{name}', '{kind}')"
 
     value = read(ROW)
@@ -172,14 +172,14 @@ def plan_columns(
     table: TableDef,
     current: dict[str, str],
     seen: dict[str, str | None],
-    declared: dict[str, Declared] | None = None,
+    declared: dict[str, str] | None = None,
 ) -> Columns:
     """The table's columns after this pass: its `current` ones (name → type), widened where
     the events' types ask for it, and the new fields the table keeps. `declared`: the
     types the source's schemas give (they win over the values' own)."""
     declared = declared or {}
     seen = {
-        name: declared[name].type if name in declared and kind is not None else kind
+        name: declared[name] if name in declared and kind is not None else kind
         for name, kind in seen.items()
     }
     types = dict(current)
@@ -202,5 +202,4 @@ def plan_columns(
     ordered = {k: types[k] for k in table.keys} | {
         k: v for k, v in types.items() if k not in table.keys
     }
-    readers = {n: d.reader for n, d in declared.items() if n in ordered and d.reader}
-    return Columns(ordered, table.keys, readers)
+    return Columns(ordered, table.keys)

@@ -1,50 +1,53 @@
 """Column types declared by a topic's Avro schemas: the row image (`after`) of its envelopes.
 
 A VARIANT keeps a value's type but not all of its schema's: a decimal loses its declared
-precision and its trailing zeros (1.50 is 1.5), and Debezium's time types are plain
-numbers or strings (io.debezium.time.Date is an int of days). So for a raw pool's Avro
-topic, a table takes its columns' types from the registry's schemas of `<topic>-value`,
-every version, newest last:
+precision and its trailing zeros (1.50 is 1.5). So for a raw pool's Avro topic, a table
+takes its columns' types from the registry's schemas of `<topic>-value`, every version,
+newest last. Ingest has already turned Debezium's semantic types into the values they
+stand for (jvm/src/zync/spark/ConnectTypeReaders.java: io.debezium.time.Date is a DATE in
+the pool, not its int of days), so each declared type here is the type of the value
+ingest stored, and a column reads it with a plain cast:
 
 | Avro (or Debezium's `connect.name`)                        | column |
 |------------------------------------------------------------|--------|
-| int, long                                                  | bigint |
+| int, long (also Year, MicroDuration, time-millis/-micros)  | bigint |
 | float / double / boolean / string / bytes                  | float / double / boolean / string / binary |
 | decimal(p, s) (bytes or fixed)                             | decimal(p, s) (p at most 38) |
 | date, io.debezium.time.Date                                | date |
-| timestamp-millis/-micros, io.debezium.time.Timestamp, MicroTimestamp, NanoTimestamp, ZonedTimestamp | timestamp |
+| timestamp-millis/-micros, io.debezium.time.ZonedTimestamp  | timestamp |
+| local-timestamp-*, io.debezium.time.Timestamp, MicroTimestamp, NanoTimestamp | timestamp_ntz |
+| io.debezium.time.Time, MicroTime, NanoTime, Connect's Time | string (HH:mm:ss[.ffffff]) |
+| io.debezium.data.Json, VariableScaleDecimal                | variant |
 | record, map, array, other unions                           | variant |
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 VARIANT = "variant"
 
 
-@dataclass(frozen=True)
-class Declared:
-    """A column's type and how to read it from its VARIANT value (None: a plain cast)."""
-
-    type: str
-    reader: str | None = None  # unix_date | millis | micros | nanos
-
-
+# What ingest stores for each semantic type it reads (ConnectTypeReaders.java).
 _DEBEZIUM = {
-    "io.debezium.time.Date": Declared("date", "unix_date"),
-    "io.debezium.time.Timestamp": Declared("timestamp", "millis"),
-    "io.debezium.time.MicroTimestamp": Declared("timestamp", "micros"),
-    "io.debezium.time.NanoTimestamp": Declared("timestamp", "nanos"),
-    "io.debezium.time.ZonedTimestamp": Declared("timestamp"),
+    "io.debezium.time.Date": "date",
+    "io.debezium.time.Timestamp": "timestamp_ntz",
+    "io.debezium.time.MicroTimestamp": "timestamp_ntz",
+    "io.debezium.time.NanoTimestamp": "timestamp_ntz",
+    "io.debezium.time.ZonedTimestamp": "timestamp",
+    "io.debezium.time.Time": "string",
+    "io.debezium.time.MicroTime": "string",
+    "io.debezium.time.NanoTime": "string",
+    "org.apache.kafka.connect.data.Time": "string",
+    "io.debezium.data.Json": VARIANT,
+    "io.debezium.data.VariableScaleDecimal": VARIANT,
 }
 _LOGICAL = {
-    "date": Declared("date"),
-    "timestamp-millis": Declared("timestamp"),
-    "timestamp-micros": Declared("timestamp"),
-    "local-timestamp-millis": Declared("timestamp_ntz"),
-    "local-timestamp-micros": Declared("timestamp_ntz"),
+    "date": "date",
+    "timestamp-millis": "timestamp",
+    "timestamp-micros": "timestamp",
+    "local-timestamp-millis": "timestamp_ntz",
+    "local-timestamp-micros": "timestamp_ntz",
 }
 _PRIMITIVE = {
     "int": "bigint", "long": "bigint", "float": "float", "double": "double",
@@ -53,10 +56,10 @@ _PRIMITIVE = {
 }  # fmt: skip
 
 
-def declared_columns(schemas: list[Any], envelope: bool) -> dict[str, Declared]:
+def declared_columns(schemas: list[Any], envelope: bool) -> dict[str, str]:
     """Column name → type, from a topic's value schemas (oldest first; a newer one wins).
     `envelope`: the schemas are Debezium envelopes, whose `after` record is the row."""
-    columns: dict[str, Declared] = {}
+    columns: dict[str, str] = {}
     for schema in schemas:
         row = _row_record(schema, envelope)
         for field in row.get("fields", []) if row else []:
@@ -108,14 +111,15 @@ def _non_null(kind: Any) -> Any:
     return kind
 
 
-def avro_column(kind: Any) -> Declared:
+def avro_column(kind: Any) -> str:
+    """The column type of a value ingest read with Avro type `kind`."""
     kind = _non_null(kind)
     if isinstance(kind, list):
-        return Declared(VARIANT)
+        return VARIANT
     if isinstance(kind, str):
-        return Declared(_PRIMITIVE.get(kind, VARIANT))
+        return _PRIMITIVE.get(kind, VARIANT)
     if not isinstance(kind, dict):
-        return Declared(VARIANT)
+        return VARIANT
     connect = kind.get("connect.name")
     if connect in _DEBEZIUM:
         return _DEBEZIUM[connect]
@@ -123,10 +127,10 @@ def avro_column(kind: Any) -> Declared:
     if logical == "decimal":
         scale = int(kind.get("scale", 0))
         precision = min(int(kind.get("precision", 38)), 38)
-        return Declared(f"decimal({max(precision, scale)},{scale})")
+        return f"decimal({max(precision, scale)},{scale})"
     if logical in _LOGICAL:
         return _LOGICAL[logical]
     base = kind.get("type")
     if base in ("record", "map", "array"):
-        return Declared(VARIANT)
-    return Declared(_PRIMITIVE.get(base, VARIANT) if isinstance(base, str) else VARIANT)
+        return VARIANT
+    return _PRIMITIVE.get(base, VARIANT) if isinstance(base, str) else VARIANT

@@ -62,6 +62,14 @@ class TableDef:
             return False
         return column not in self.except_column_list
 
+    def selection(self) -> dict[str, list[str] | None]:
+        """Which source columns it keeps, as the spec says it: recorded with each pass, so
+        that a changed list is noticed (its stored rows were built with the old one)."""
+        return {
+            "column-list": None if self.column_list is None else sorted(self.column_list),
+            "except-column-list": sorted(self.except_column_list),
+        }
+
     def tracks(self, column: str) -> bool:
         """SCD2: whether a change of `column` starts a new version (else it is updated in place)."""
         if self.track_history_column_list is not None:

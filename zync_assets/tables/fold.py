@@ -8,15 +8,19 @@ order. (SCD1 needs no read-back: its MERGE keeps a stored row newer than the fol
 result does not depend on the order events arrived in: a late event lands in its place.
 
 Event frames have the table's columns plus SEQUENCE, DELETE, PRIORITY (which copy of a
-duplicate wins: log > new > table) and POSITION (the last ingested of equal new events).
+duplicate wins: log > new > table), POSITION (the last ingested of equal new events) and
+UNAVAILABLE (the columns Debezium left out as unchanged TOASTed values: each takes the
+key's previous value, from the events folded or, for SCD1, from the stored row).
 """
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import VariantType
 
 from zync_assets.tables.changes import DELETE, POSITION, SEQUENCE
+from zync_assets.tables.columns import UNAVAILABLE
 
 START_AT = "__START_AT"
 END_AT = "__END_AT"
@@ -26,6 +30,20 @@ FROM_TABLE, FROM_NEW, FROM_LOG = 0, 1, 2
 
 def _cols(names: list[str]) -> list[Column]:
     return [F.col(f"`{n}`") for n in names]
+
+
+def comparable(frame: DataFrame, names: list[str], prefix: str = "") -> Column:
+    """The columns `names` of `frame` as one struct that `=` and `<=>` can compare: a
+    VARIANT (a json column, a nested record) compares as its JSON text, which Spark's
+    comparisons need (they refuse VARIANT)."""
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    fields = []
+    for name in names:
+        column = F.col(f"{prefix}`{name}`")
+        if isinstance(types.get(name), VariantType):
+            column = F.to_json(column)
+        fields.append(column.alias(name))
+    return F.struct(*fields)
 
 
 def deduplicated(events: DataFrame, keys: list[str]) -> DataFrame:
@@ -38,11 +56,48 @@ def deduplicated(events: DataFrame, keys: list[str]) -> DataFrame:
     return events.withColumn("__n", F.row_number().over(order)).where("__n = 1").drop("__n")
 
 
+def fill_unavailable(events: DataFrame, keys: list[str], data: list[str]) -> DataFrame:
+    """Each column an event left out (Debezium's TOAST placeholder) takes the value of the
+    key's newest earlier event that carried it. A column no earlier event here carries
+    stays in UNAVAILABLE, holding the placeholder: SCD1's MERGE keeps the stored value for
+    it (merge.py), and with nothing stored the placeholder is all there is to keep."""
+    if not data:
+        return events
+    earlier = (
+        Window.partitionBy(*_cols(keys)).orderBy(SEQUENCE).rowsBetween(Window.unboundedPreceding, 0)
+    )
+    left_out = {c: F.array_contains(F.col(UNAVAILABLE), c) for c in data}
+    known = {
+        c: F.last(
+            F.when(~left_out[c] & ~F.col(DELETE), F.struct(F.col(f"`{c}`").alias("v"))),
+            ignorenulls=True,
+        ).over(earlier)
+        for c in data
+    }
+    marked = events.select("*", *(known[c].alias(f"__known_{i}") for i, c in enumerate(data)))
+    found = {c: F.col(f"__known_{i}") for i, c in enumerate(data)}
+    still = F.array_compact(
+        F.array(*(F.when(left_out[c] & found[c].isNull(), F.lit(c)) for c in data))
+    )
+    return marked.select(
+        *(
+            F.when(left_out[c] & found[c].isNotNull(), found[c]["v"])
+            .otherwise(F.col(f"`{c}`"))
+            .alias(c)
+            if c in data
+            else F.col(f"`{c}`")
+            for c in events.columns
+            if c != UNAVAILABLE
+        ),
+        still.cast("array<string>").alias(UNAVAILABLE),
+    )
+
+
 def scd1_rows(events: DataFrame, keys: list[str], data: list[str]) -> DataFrame:
     """Per key, the event with the highest sequence: the row to hold, or a delete."""
     order = Window.partitionBy(*_cols(keys)).orderBy(F.col(SEQUENCE).desc())
     newest = events.withColumn("__n", F.row_number().over(order)).where("__n = 1")
-    return newest.select(*_cols(keys), *_cols(data), SEQUENCE, DELETE, PRIORITY)
+    return newest.select(*_cols(keys), *_cols(data), SEQUENCE, DELETE, PRIORITY, UNAVAILABLE)
 
 
 def scd2_versions(
@@ -53,7 +108,7 @@ def scd2_versions(
     open version in place. A delete ends the open version (__END_AT = its sequence); a new
     version ends the one before it."""
     by_key = Window.partitionBy(*_cols(keys)).orderBy(SEQUENCE)
-    tracked_now = F.struct(*_cols(tracked)) if tracked else F.lit(True)
+    tracked_now = comparable(events, tracked) if tracked else F.lit(True)
     marked = events.select(
         "*",
         F.lag(DELETE).over(by_key).alias("__prev_delete"),
@@ -105,4 +160,5 @@ def table_as_scd2_events(rows: DataFrame, keys: list[str], data: list[str]) -> D
         upserts.withColumn(DELETE, F.lit(False))
         .unionByName(deletes.withColumn(DELETE, F.lit(True)))
         .withColumn(PRIORITY, F.lit(FROM_TABLE))
+        .withColumn(UNAVAILABLE, F.array().cast("array<string>"))
     )

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from zync_assets.pools import table_changes_path, table_path
 from zync_assets.tables import fold
 from zync_assets.tables.changes import DELETE, POSITION, ROW, SEQUENCE, CompiledTable
-from zync_assets.tables.columns import Columns
+from zync_assets.tables.columns import UNAVAILABLE, Columns
 
 ACTION = "__ACTION"
 
@@ -33,6 +33,7 @@ def merge_source(
         .select(
             *keys,
             *columns.typed(skip=table.keys),
+            columns.unavailable(),
             SEQUENCE,
             DELETE,
             F.lit(fold.FROM_LOG).alias(fold.PRIORITY),
@@ -42,11 +43,13 @@ def merge_source(
     if not table.scd2:
         # The newest known change per key; the MERGE applies it only where it is newer
         # than the stored row (so the table is not read here: one scan fewer).
-        return fold.scd1_rows(fold.deduplicated(new, keys), keys, data).drop(fold.PRIORITY)
+        events = fold.fill_unavailable(fold.deduplicated(new, keys), keys, data)
+        return fold.scd1_rows(events, keys, data).drop(fold.PRIORITY)
     stored = spark.read.format("delta").load(table_path(table.name))
     stored = stored.join(touched, keys, "left_semi")
     known = fold.table_as_scd2_events(stored, keys, data)
     events = fold.deduplicated(new.unionByName(_with_position(known)), keys)
+    events = fold.fill_unavailable(events, keys, data)
     tracked = [c for c in data if table.tracks(c)]
     return _differences(fold.scd2_versions(events, keys, data, tracked), stored, keys, data)
 
@@ -62,13 +65,19 @@ def _differences(
 ) -> DataFrame:
     """Rebuilt versions vs stored ones, by key and start: insert, update or delete."""
     stamp = [fold.END_AT, SEQUENCE]
-    new = rebuilt.select(*keys, fold.START_AT, F.struct(*data, *stamp).alias("__new"))
-    old = stored.select(*keys, fold.START_AT, F.struct(*data, *stamp).alias("__old"))
+    new = rebuilt.select(
+        *keys, fold.START_AT, F.struct(*data, *stamp).alias("__new"),
+        fold.comparable(rebuilt, [*data, *stamp]).alias("__new_cmp"),
+    )  # fmt: skip
+    old = stored.select(
+        *keys, fold.START_AT, F.struct(*data, *stamp).alias("__old"),
+        fold.comparable(stored, [*data, *stamp]).alias("__old_cmp"),
+    )  # fmt: skip
     joined = new.join(old, [*keys, fold.START_AT], "full_outer")
     action = (
         F.when(F.col("__old").isNull(), F.lit("insert"))
         .when(F.col("__new").isNull(), F.lit("delete"))
-        .when(~F.col("__new").eqNullSafe(F.col("__old")), F.lit("update"))
+        .when(~F.col("__new_cmp").eqNullSafe(F.col("__old_cmp")), F.lit("update"))
     )
     return joined.select(
         *keys,
@@ -96,6 +105,14 @@ def merge_sql(path: str, compiled: CompiledTable, columns: Columns) -> str:
             f"WHEN MATCHED AND s.{ACTION} = 'update' THEN UPDATE SET {sets} "
             f"WHEN NOT MATCHED AND s.{ACTION} = 'insert' THEN INSERT ({cols}) VALUES ({values})"
         )
+    # A column the newest change left out (Debezium's TOAST placeholder, fold.py) keeps
+    # the stored value.
+    sets = ", ".join(
+        f"t.`{n}` = CASE WHEN array_contains(s.{UNAVAILABLE}, '{n}') THEN t.`{n}` ELSE s.`{n}` END"
+        if n in columns.data()
+        else f"t.`{n}` = s.`{n}`"
+        for n in names
+    )
     sets += f", t.{SEQUENCE} = s.{SEQUENCE}"
     cols += f", {SEQUENCE}"
     values += f", s.{SEQUENCE}"

@@ -21,7 +21,8 @@ import org.apache.spark.types.variant.VariantBuilder;
  *   <li>{@code io.debezium.time.Timestamp} / {@code MicroTimestamp} / {@code NanoTimestamp}
  *       (epoch milli/micro/nanoseconds of a time zone-less timestamp) → TIMESTAMP_NTZ;
  *   <li>{@code io.debezium.time.Date} (epoch days) → DATE;
- *   <li>{@code io.debezium.time.Time} / {@code MicroTime} / {@code NanoTime} (time of day) →
+ *   <li>{@code io.debezium.time.Time} / {@code MicroTime} / {@code NanoTime} and Connect's {@code
+ *       Time} (time of day) →
  *       the string {@code HH:mm:ss[.ffffff]}: a variant has no TIME type;
  *   <li>{@code io.debezium.data.VariableScaleDecimal} (a record of scale and unscaled bytes) →
  *       DECIMAL, or its exact string when it has more than 38 digits;
@@ -52,7 +53,7 @@ final class ConnectTypeReaders {
         return type == Schema.Type.LONG ? (in, out) -> out.appendTimestampNtz(Math.floorDiv(in.readLong(), 1000L)) : null;
       case "io.debezium.time.Date":
         return type == Schema.Type.INT ? (in, out) -> out.appendDate(in.readInt()) : null;
-      case "io.debezium.time.Time":
+      case "io.debezium.time.Time", "org.apache.kafka.connect.data.Time":
         return type == Schema.Type.INT ? (in, out) -> time(out, in.readInt() * 1_000_000L) : null;
       case "io.debezium.time.MicroTime":
         return type == Schema.Type.LONG ? (in, out) -> time(out, Math.multiplyExact(in.readLong(), 1000L)) : null;

@@ -1,0 +1,134 @@
+"""A user's own tables on the stack: Debezium's source for some tables of a database on the
+stack's source PostgreSQL, and the JDBC sink for some output topics into its warehouse.
+
+What `zync stack connector source|sink` does, and the demo and tests with it:
+
+source  in the source database (as its owner, the stack's superuser): the connector's
+        role `debezium` (LOGIN REPLICATION) unless it exists, SELECT on the tables, a
+        publication named after the connector for exactly those tables (made here, so the
+        role needs no ownership); then resources/connect/postgres-source.json with its
+        placeholders filled, the slot named after the connector, registered with Connect
+        (PUT: created, or its configuration changed), and waited on until it runs.
+sink    resources/connect/jdbc-sink.json for the topics, upserting into the warehouse
+        database (one table per topic, named after it), registered and waited on alike.
+
+Both use the wire format's converter file (converter-avro.json with the registry's
+Apicurio v2 API, or converter-json.json) for keys and values.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from zync_assets.errors import ZyncError
+from zync_assets.stack import postgres
+from zync_assets.stack.connectors import ConnectApi, connector_config
+
+CONNECTOR_ROLE = "debezium"
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_TABLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}\.[a-z_][a-z0-9_]{0,62}$")
+
+
+@dataclass(frozen=True)
+class StackAddresses:
+    """Where the stack's CDC services answer (`zync stack up --cdc` ports)."""
+
+    source_port: int
+    warehouse_port: int
+    connect_url: str
+    registry_v2: str  # the registry's Apicurio v2 API, for the Avro converter
+
+
+def check_name(kind: str, value: str) -> str:
+    if not _IDENTIFIER.match(value):
+        raise ZyncError(
+            f"{kind} {value!r}: use a lower-case SQL identifier (letters, digits, _), as "
+            "PostgreSQL names its slots and publications"
+        )
+    return value
+
+
+def check_connector(name: str) -> str:
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$", name):
+        raise ZyncError(f"connector name {name!r}: use letters, digits, '.', '_' and '-'")
+    return name
+
+
+def check_tables(tables: list[str]) -> list[str]:
+    for table in tables:
+        if not _TABLE.match(table):
+            raise ZyncError(
+                f"table {table!r}: name it schema.table in lower case, e.g. public.customers"
+            )
+    if not tables:
+        raise ZyncError("no tables: name at least one, e.g. --tables public.customers")
+    return tables
+
+
+def register_source(
+    at: StackAddresses, name: str, database: str, tables: list[str], wire_format: str,
+    topic_prefix: str | None = None, publication: str | None = None,
+) -> list[str]:  # fmt: skip
+    """Capture `tables` of `database` with connector `name`; the topics it writes
+    (`<topic prefix>.<schema>.<table>`, the prefix `name` unless given). The replication
+    slot and the publication are named after the connector (`-` as `_`) unless given."""
+    check_connector(name)
+    check_tables(tables)
+    prefix = topic_prefix or name
+    publication = check_name("publication", publication or name.replace("-", "_"))
+    _prepare_source(at.source_port, database, publication, tables)
+    config = connector_config(
+        "postgres-source", wire_format, source_port=str(at.source_port), database=database,
+        topic_prefix=prefix, slot=publication, publication=publication,
+        tables=",".join(tables), registry_v2=at.registry_v2,
+    )  # fmt: skip
+    connect = ConnectApi(at.connect_url)
+    connect.put(name, config)
+    connect.wait_running(name)
+    return [f"{prefix}.{table}" for table in tables]
+
+
+def _prepare_source(port: int, database: str, publication: str, tables: list[str]) -> None:
+    import psycopg
+
+    listed = ", ".join(tables)
+    try:
+        with psycopg.connect(postgres.dsn(port, database), autocommit=True) as conn:
+            conn.execute(f"""
+                DO $$ BEGIN
+                    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{CONNECTOR_ROLE}')
+                    THEN CREATE ROLE {CONNECTOR_ROLE} LOGIN REPLICATION;
+                    END IF;
+                END $$
+            """)  # fmt: skip
+            conn.execute(f"GRANT SELECT ON {listed} TO {CONNECTOR_ROLE}")
+            exists = conn.execute(
+                "SELECT 1 FROM pg_publication WHERE pubname = %s", [publication]
+            ).fetchone()
+            verb = "ALTER PUBLICATION {} SET TABLE" if exists else "CREATE PUBLICATION {} FOR TABLE"
+            conn.execute(f"{verb.format(publication)} {listed}")
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise ZyncError(
+            f"source database {database} on 127.0.0.1:{port}: {first} (are the tables there, "
+            "and is the stack up with --cdc?)"
+        ) from exc
+
+
+def register_sink(
+    at: StackAddresses, name: str, topics: list[str], wire_format: str,
+    database: str = postgres.WAREHOUSE.database,
+) -> None:  # fmt: skip
+    """Upsert `topics` into the warehouse `database` with connector `name`, a table per
+    topic named after it; a tombstone deletes its row."""
+    check_connector(name)
+    if not topics:
+        raise ZyncError("no topics: name at least one, e.g. --topics shop_invoices")
+    config = connector_config(
+        "jdbc-sink", wire_format, topics=",".join(topics), warehouse_port=str(at.warehouse_port),
+        database=database, registry_v2=at.registry_v2,
+    )  # fmt: skip
+    connect = ConnectApi(at.connect_url)
+    connect.put(name, config)
+    connect.wait_running(name)

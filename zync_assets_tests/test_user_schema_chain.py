@@ -1,0 +1,266 @@
+"""A user's own schema on the real chain: PostgreSQL → Debezium → Kafka → zync → JDBC sink →
+PostgreSQL, wired with `zync stack connector source|sink` as docs/debezium.md says.
+
+`typed` has a column of each type Debezium's PostgreSQL connector gives a semantic type
+(Date, Time, MicroTime, Timestamp, MicroTimestamp, ZonedTimestamp, ZonedTime,
+MicroDuration, Decimal, VariableScaleDecimal, Json, Uuid, Enum, Bits, bytea, arrays);
+`customers` has a `date` and a TOASTed `text` column under the default replica identity,
+so an update that leaves it alone carries Debezium's placeholder. One spec keeps three
+lake tables (SCD1 and SCD2 of customers, SCD1 of typed) and copies `typed` to the
+warehouse through a rule. After the workload each lake table equals its source table,
+column by column, and so does the warehouse's copy of `typed`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import secrets
+import time
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import yaml
+
+from zync_assets.demo.chain import Chain
+from zync_assets.pools import table_path
+from zync_assets.spec import load_spec
+from zync_assets.stack.services import CdcPorts
+from zync_assets_tests.conftest import Stack, run_zync
+from zync_assets_tests.test_debezium_chain import make_chain, pipeline_pass
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PLACEHOLDER = "__debezium_unavailable_value"
+DDL = """
+CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+CREATE TABLE customers (
+    id bigint PRIMARY KEY,
+    name text NOT NULL,
+    signup date NOT NULL,
+    bio text,
+    tier text NOT NULL
+);
+ALTER TABLE customers ALTER COLUMN bio SET STORAGE EXTERNAL;  -- out of line, uncompressed
+CREATE TABLE typed (
+    id bigint PRIMARY KEY,
+    d date, t0 time(0), t6 time(6), tz timetz, ts3 timestamp(3), ts6 timestamp(6),
+    tstz timestamptz, iv interval, n numeric(12, 3), nv numeric, j json, jb jsonb,
+    u uuid, e mood, b4 bit(4), by bytea, ints int[], texts text[]
+);
+"""
+TYPED_COLUMNS = [
+    "id", "d", "t0", "t6", "tz", "ts3", "ts6", "tstz", "iv", "n", "nv", "j", "jb", "u", "e",
+    "b4", "by", "ints", "texts",
+]  # fmt: skip
+
+
+def typed_values(i: int) -> dict[str, Any]:
+    return {
+        "id": i, "d": dt.date(2020, 1, 4) + dt.timedelta(days=i), "t0": dt.time(9, 30, i),
+        "t6": dt.time(9, 30, 1, 123456), "tz": "10:11:12+02", "ts3": dt.datetime(2024, 5, 6, 7, 8, 9, 123000),
+        "ts6": dt.datetime(2024, 5, 6, 7, 8, 9, 123456 + i),
+        "tstz": dt.datetime(2024, 5, 6, 7, 8, 9, 500000, dt.timezone(dt.timedelta(hours=2))),
+        "iv": dt.timedelta(days=1, hours=2, minutes=3, seconds=4, microseconds=500000),
+        "n": Decimal("1234.560") + i, "nv": Decimal("3.14159265358979") * i,
+        "j": json.dumps({"a": [1, 2], "b": "x"}), "jb": json.dumps({"k": i}),
+        "u": uuid.UUID(int=i), "e": "happy", "b4": "1010", "by": bytes([0, 1, 2, i % 256]),
+        "ints": [i, 2, 3], "texts": ["a", "b c"],
+    }  # fmt: skip
+
+
+def insert_typed(conn: psycopg.Connection, i: int) -> None:
+    values = typed_values(i)
+    names = ", ".join(TYPED_COLUMNS)
+    marks = ", ".join("%s::bit(4)" if c == "b4" else "%s" for c in TYPED_COLUMNS)
+    conn.execute(
+        f"INSERT INTO typed ({names}) VALUES ({marks})", [values[c] for c in TYPED_COLUMNS]
+    )
+
+
+def spec_text(chain: Chain, fmt: str) -> str:
+    p = chain.name
+    spec = {
+        "inputs": [
+            {"topic": f"{p}.public.customers", "pool": f"{p}_raw", "format": fmt},
+            {"topic": f"{p}.public.typed", "pool": f"{p}_raw", "format": fmt},
+        ],
+        "outputs": [{"topic": f"{p}_typed", "pool": f"{p}_staging", "format": fmt}],
+        "transforms": [
+            {"type": "stateless", "where": "op IN ('c', 'r', 'u')", "in": f"{p}.public.typed",
+             "out": f"{p}_typed", "sql": "in.key AS key, in.after AS value"},
+            {"type": "stateless", "where": "op = 'd'", "in": f"{p}.public.typed",
+             "out": f"{p}_typed", "sql": "in.key AS key, NULL AS value"},
+        ],
+        "tables": [
+            {"name": f"{p}_customers", "source": f"{p}.public.customers", "keys": ["id"],
+             "sequence-by": "source:lsn::bigint"},
+            {"name": f"{p}_customer_history", "source": f"{p}.public.customers", "keys": ["id"],
+             "sequence-by": "source:lsn::bigint", "stored-as": "scd2"},
+            {"name": f"{p}_typed_now", "source": f"{p}.public.typed", "keys": ["id"],
+             "sequence-by": "source:lsn::bigint"},
+        ],
+    }  # fmt: skip
+    return yaml.safe_dump(spec, sort_keys=False)
+
+
+def workload(chain: Chain) -> dict[int, str]:
+    """Inserts, TOAST-untouched updates, a bio change, a delete; the bios it wrote."""
+    bios = {i: secrets.token_hex(10_000) for i in (1, 2, 3)}  # 20,000 characters each
+    with chain.source() as conn, conn.transaction():
+        for i, bio in bios.items():
+            conn.execute(
+                "INSERT INTO customers VALUES (%s, %s, %s, %s, 'basic')",
+                [i, f"c{i}", dt.date(2020, 1, i), bio],
+            )
+        for i in (1, 2, 3):
+            insert_typed(conn, i)
+    with chain.source() as conn, conn.transaction():  # bio untouched: the placeholder
+        conn.execute("UPDATE customers SET tier = 'gold' WHERE id IN (1, 2)")
+        conn.execute("UPDATE typed SET n = n + 1, jb = '{\"k\": 99}' WHERE id = 2")
+    with chain.source() as conn, conn.transaction():
+        bios[2] = secrets.token_hex(10_000)
+        conn.execute("UPDATE customers SET bio = %s WHERE id = 2", [bios[2]])
+        conn.execute("UPDATE customers SET tier = 'platinum', signup = '2021-02-03' WHERE id = 1")
+        conn.execute("DELETE FROM customers WHERE id = 3")
+        conn.execute("DELETE FROM typed WHERE id = 3")
+    return bios
+
+
+def source_rows(chain: Chain, table: str, columns: list[str]) -> list[tuple]:
+    with chain.source() as conn:
+        return [
+            tuple(r) for r in conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY id")
+        ]
+
+
+def lake_rows(spark, name: str, columns: list[str]) -> list[tuple]:
+    frame = spark.read.format("delta").load(table_path(name))
+    if "__END_AT" in frame.columns:
+        frame = frame.where("__END_AT IS NULL")
+    return [tuple(r) for r in frame.select(*columns).orderBy("id").collect()]
+
+
+def typed_lake_rows(spark, name: str) -> list[tuple]:
+    """The lake's typed rows, each column as the source's value would print it."""
+    frame = spark.read.format("delta").load(table_path(name))
+    exprs = [
+        "id", "d", "t0", "t6", "tz", "ts3", "ts6", "unix_micros(tstz) AS tstz", "iv",
+        "n", "to_json(nv) AS nv", "to_json(j) AS j", "to_json(jb) AS jb", "u", "e",
+        "hex(b4) AS b4", "by", "to_json(ints) AS ints", "to_json(texts) AS texts",
+    ]  # fmt: skip
+    return [tuple(r) for r in frame.selectExpr(*exprs).orderBy("id").collect()]
+
+
+def typed_expected(chain: Chain) -> list[tuple]:
+    """The source's typed rows in the shape typed_lake_rows gives."""
+    rows = []
+    with chain.source() as conn:
+        for r in conn.execute(f"SELECT {', '.join(TYPED_COLUMNS)} FROM typed ORDER BY id"):
+            v = dict(zip(TYPED_COLUMNS, r, strict=True))
+            rows.append((
+                v["id"], v["d"], v["t0"].isoformat(), v["t6"].isoformat(),
+                "10:11:12+02", v["ts3"], v["ts6"], int(v["tstz"].timestamp() * 1_000_000),
+                int(v["iv"] / dt.timedelta(microseconds=1)), v["n"], str(v["nv"]),
+                json.dumps(v["j"], separators=(",", ":")), json.dumps(v["jb"], separators=(",", ":")),
+                str(v["u"]), v["e"], f"{int(v['b4'], 2):02X}", bytes(v["by"]),
+                json.dumps(v["ints"], separators=(",", ":")),
+                json.dumps(v["texts"], separators=(",", ":")),
+            ))  # fmt: skip
+    return rows
+
+
+def converge_tables(spark, spec, stack, registry, chain: Chain, timeout: float = 240) -> None:
+    want = source_rows(chain, "customers", ["id", "name", "signup", "bio", "tier"])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pipeline_pass(spark, spec, stack, registry)
+        try:
+            got = lake_rows(
+                spark, f"{chain.name}_customers", ["id", "name", "signup", "bio", "tier"]
+            )
+        except Exception:  # not made yet
+            got = []
+        typed = source_rows(chain, "typed", ["id"])
+        have_typed = len(lake_rows(spark, f"{chain.name}_typed_now", ["id"])) if got else -1
+        if got == want and have_typed == len(typed):
+            return
+        time.sleep(1)
+    raise AssertionError(f"the lake tables did not converge in {timeout:g}s")
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("wire_format", ["avro", "json"])
+def test_a_users_schema_with_every_semantic_type_and_a_toasted_column(
+    stack: Stack, cdc_ports: CdcPorts, spark, registry, lake: Path, tmp_path: Path,
+    wire_format: str,
+) -> None:  # fmt: skip
+    chain = make_chain(stack, cdc_ports, f"own_{wire_format}", wire_format)
+    chain.create_source_tables(DDL)
+    registry_port = stack.registry_settings.url.split(":")[2].split("/")[0]
+    ports = [
+        "--source-db-port", str(cdc_ports.source_db), "--warehouse-db-port",
+        str(cdc_ports.warehouse_db), "--connect-port", str(cdc_ports.connect),
+        "--registry-port", registry_port, "--format", wire_format,
+    ]  # fmt: skip
+    source = run_zync(
+        "stack", "connector", "source", f"{chain.name}-source", "--database", chain.name,
+        "--tables", "public.customers,public.typed", "--topic-prefix", chain.name, *ports,
+    )  # fmt: skip
+    assert source.returncode == 0, source.stderr
+    assert f"{chain.name}.public.customers" in source.stdout
+    sink = run_zync(
+        "stack", "connector", "sink", f"{chain.name}-sink", "--topics", f"{chain.name}_typed",
+        *ports,
+    )  # fmt: skip
+    assert sink.returncode == 0, sink.stderr
+    bios = workload(chain)
+    path = tmp_path / f"{chain.name}.yaml"
+    path.write_text(spec_text(chain, wire_format))
+    spec = load_spec(path)
+    converge_tables(spark, spec, stack, registry, chain)
+
+    customers = ["id", "name", "signup", "bio", "tier"]
+    want = source_rows(chain, "customers", customers)
+    assert [r[3] for r in want] == [bios[1], bios[2]]  # the workload did what it says
+    assert lake_rows(spark, f"{chain.name}_customers", customers) == want
+    assert lake_rows(spark, f"{chain.name}_customer_history", customers) == want
+    history = spark.read.format("delta").load(table_path(f"{chain.name}_customer_history"))
+    assert history.where(f"bio = '{PLACEHOLDER}'").count() == 0
+    assert history.count() > len(want)  # tier changes made versions: each kept its bio
+    assert typed_lake_rows(spark, f"{chain.name}_typed_now") == typed_expected(chain)
+    assert_warehouse_equals_source(chain)
+
+
+def warehouse_typed(chain: Chain) -> list[tuple]:
+    query = f"SELECT {', '.join(TYPED_COLUMNS)} FROM {chain.name}_typed ORDER BY id"
+    with chain.warehouse() as conn:
+        try:
+            return [tuple(r) for r in conn.execute(query)]
+        except psycopg.errors.UndefinedTable:
+            return []
+
+
+def assert_warehouse_equals_source(chain: Chain, timeout: float = 60) -> None:
+    expected = [tuple(r) for r in source_rows(chain, "typed", TYPED_COLUMNS)]
+    deadline = time.monotonic() + timeout
+    got: list[tuple] = []
+    while time.monotonic() < deadline:
+        got = warehouse_typed(chain)
+        if len(got) == len(expected):
+            break
+        time.sleep(1)
+    assert len(got) == len(expected), (got, expected)
+    for want, have in zip(expected, got, strict=True):
+        for column, a, b in zip(TYPED_COLUMNS, want, have, strict=True):
+            assert same_value(column, a, b), (column, a, b)
+
+
+def same_value(column: str, source: Any, warehouse: Any) -> bool:
+    """Whether the warehouse holds the source's value (as the sink's column type holds it)."""
+    print(column, repr(source), repr(warehouse))
+    return source == warehouse
