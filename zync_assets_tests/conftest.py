@@ -51,7 +51,7 @@ _ONE_WORKER_SERVICES = frozenset({"cdc_ports", "spark_cluster", "object_store"})
 _ONE_WORKER_MODULES = frozenset({
     "test_cluster.py", "test_dagster_daemon.py", "test_debezium_chain.py",
     "test_debezium_restarts.py", "test_ingest_faults.py", "test_lake_store.py",
-    "test_object_store.py", "test_stack.py",
+    "test_object_store.py", "test_stack.py", "test_user_schema_chain.py",
 })  # fmt: skip
 
 
