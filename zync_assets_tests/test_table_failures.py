@@ -4,6 +4,7 @@ builds it anew once the spec is mended. Real Kafka, registry, Spark and Delta.""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,36 @@ def test_a_topic_only_a_lake_table_reads_is_no_part_of_the_etls_lag(
     assert etl_backlog(spec) == 0
     (notes,) = [table_status(spec, t) for t in spec.tables if t.source == pipe.topic["Notes"]]
     assert notes.lag == 0 and rows(spark, "sizes") == [(n, f"n{n}") for n in range(1, 6)]
+
+
+def test_a_spec_whose_rule_fails_stops_alone_and_the_other_specs_go_on(
+    spark, stack: Stack, tmp_path: Path, lake: Path
+) -> None:
+    """A rule that fails at run time (here a division by zero, under Spark's ANSI mode)
+    stops its spec's ETL only; the other spec's events go all the way to Kafka."""
+    suffix = uuid.uuid4().hex[:6]
+    items, good, bad = f"Items_{suffix}", f"Good_{suffix}", f"Bad_{suffix}"
+    specs = []
+    for name, out, value in [
+        ("good", good, "in.after:id::int"),
+        ("bad", bad, "1 / (in.after:id::int - 1)"),
+    ]:
+        (tmp_path / name).mkdir()
+        path = tmp_path / name / f"{name}.yaml"
+        path.write_text(
+            f"inputs:\n  - {{topic: {items}, pool: Raw}}\noutputs:\n"
+            f"  - {{topic: {out}, pool: Staging_{name}}}\ntransforms:\n"
+            f"  - type: stateless\n    in: {items}\n    out: {out}\n"
+            f"    sql: in.key AS key, named_struct('v', {value}) AS value\n"
+        )  # fmt: skip
+        specs.append(load_spec(path))
+    produce_json(stack, items, [event(1, 10), event(2, 20)])
+    stages = StagePipeline(spark, specs, stack.kafka, Registry(stack.registry_settings))
+    reporter = Recorded()
+    result = stages.pass_once(reporter)
+    assert list(result.failures) == ["spec bad"]
+    assert "DIVIDE_BY_ZERO" in result.failures["spec bad"]
+    assert "\n" not in result.failures["spec bad"]
+    assert [(r.spec, r.outputs) for r in result.transformed] == [("good", {good: 2})]
+    assert [(r.topic, r.sent) for r in result.synced] == [(good, 2)]
+    assert [f.what for f in failures(specs)] == ["spec bad"]
