@@ -307,6 +307,8 @@ class Pipeline:
         except Unavailable:
             raise  # the whole pass waits for the service (follow.py)
         except Exception as exc:  # py4j, Spark and Delta errors alike
+            if not self._spark_answers():
+                raise  # not `what`'s failure: Spark itself is gone, and the process with it
             message = explain(exc)
             self._retry_at[what] = self.clock() + FAILED_RETRY_S
             result.failures[what] = message
@@ -318,6 +320,15 @@ class Pipeline:
             self._retry_at.pop(what, None)
             self._cleared.add(what)
         return done
+
+    def _spark_answers(self) -> bool:
+        """Whether the session still runs a job (a failure of one table or spec leaves it
+        working; a dead JVM or Connect server does not)."""
+        try:
+            self.spark.range(1).count()
+        except Exception:
+            return False
+        return True
 
 
 def _unless_raced(
