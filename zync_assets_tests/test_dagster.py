@@ -138,6 +138,7 @@ def test_raw_then_staging_and_done_materialize_with_passing_checks(
         "no_duplicate_done_records": True,
         "no_dead_letters": True,
         "no_expired_events": True,
+        "applies": True,  # each lake table's pass applied (it fails while a pass fails)
     }
     (sent,) = [
         m.materialization.metadata

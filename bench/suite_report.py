@@ -1,0 +1,74 @@
+"""Where the test suite's time goes: a run's JUnit XML → bench/results/suite.json.
+
+    scripts/test.sh --junitxml=/tmp/suite.xml      # the full suite, as CI runs it
+    python -m bench.suite_report /tmp/suite.xml --wall-seconds 3540 [--workers 2]
+
+Figures: `tests`, `failed`, `full_minutes` (the run's wall time, given: the XML's own
+time is its workers' sum), `test_minutes` (the tests' own times added up: set-up and
+calls), the time per module, and the 20 slowest tests with their seconds. The table
+goes to docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+from bench.common import publish
+
+SLOWEST = 20
+
+
+def read_cases(path: Path) -> list[tuple[str, str, float, bool]]:
+    """(module, test, seconds, failed) for each test case of the report."""
+    cases = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        module = (case.get("classname") or "").split(".")[-1] + ".py"
+        failed = any(child.tag in ("failure", "error") for child in case)
+        cases.append((module, case.get("name") or "", float(case.get("time") or 0), failed))
+    return cases
+
+
+def figures(cases: list[tuple[str, str, float, bool]], wall_s: float, workers: int) -> dict:
+    per_module: dict[str, float] = defaultdict(float)
+    for module, _, seconds, _ in cases:
+        per_module[module] += seconds
+    slowest = sorted(cases, key=lambda c: c[2], reverse=True)[:SLOWEST]
+    return {
+        "tests": len(cases),
+        "failed": sum(1 for c in cases if c[3]),
+        "workers": workers,
+        "full_minutes": round(wall_s / 60, 1),
+        "fast_minutes": None,  # no fast tier yet (issue 34)
+        "test_minutes": round(sum(c[2] for c in cases) / 60, 1),
+        "modules_minutes": {
+            m: round(s / 60, 1) for m, s in sorted(per_module.items(), key=lambda i: -i[1])
+        },
+        "slowest": [{"test": f"{m}::{n}", "seconds": round(s, 1)} for m, n, s, _ in slowest],
+    }
+
+
+def table(found: dict) -> str:
+    rows = "\n".join(f"| `{t['test']}` | {t['seconds']} |" for t in found["slowest"])
+    return (
+        f"\n## Test suite\n\nThe full suite (`scripts/test.sh`, {found['workers']} workers): "
+        f"{found['tests']} tests, {found['failed']} failed, {found['full_minutes']} minutes "
+        f"wall time ({found['test_minutes']} minutes of tests added up). The slowest:\n\n"
+        f"| test | seconds |\n|---|---|\n{rows}\n"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("junit", type=Path)
+    parser.add_argument("--wall-seconds", type=float, required=True)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    found = figures(read_cases(args.junit), args.wall_seconds, args.workers)
+    publish("suite", table(found), found)
+
+
+if __name__ == "__main__":
+    main()
