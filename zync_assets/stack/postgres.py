@@ -128,7 +128,7 @@ def _settings(cluster: Cluster, port: int) -> list[str]:
         "log_min_messages": "warning",
     }
     if cluster.logical:
-        settings |= {"wal_level": "logical", "max_wal_senders": "4", "max_replication_slots": "4"}
+        settings |= {"wal_level": "logical", "max_wal_senders": "10", "max_replication_slots": "10"}
     return [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
 
 
