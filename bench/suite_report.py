@@ -6,17 +6,20 @@
 Figures: `tests`, `failed`, `full_minutes` (the run's wall time, given: the XML's own
 time is its workers' sum), `test_minutes` (the tests' own times added up: set-up and
 calls), the time per module, and the 20 slowest tests with their seconds. The table
-goes to docs/BENCHMARKS.md.
+goes to docs/BENCHMARKS.md. Each test's seconds also go to the tests' own
+`support/durations.json`, by which the suite hands out its longest work first.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
 from bench.common import publish
+from zync_assets_tests.support.scheduling import DURATIONS
 
 SLOWEST = 20
 
@@ -66,8 +69,17 @@ def main() -> None:
     parser.add_argument("--wall-seconds", type=float, required=True)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    found = figures(read_cases(args.junit), args.wall_seconds, args.workers)
+    cases = read_cases(args.junit)
+    found = figures(cases, args.wall_seconds, args.workers)
     publish("suite", table(found), found)
+    write_durations(cases)
+
+
+def write_durations(cases: list[tuple[str, str, float, bool]]) -> None:
+    """Each test's seconds, merged over what an earlier (perhaps partial) run recorded."""
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    known.update({f"{module}::{test}": round(seconds, 1) for module, test, seconds, _ in cases})
+    DURATIONS.write_text(json.dumps(dict(sorted(known.items())), indent=0) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# Installs everything (idempotent, fast when cached) and runs the whole test suite
-# against a private stack: real Kafka, schema registry, Spark + Delta.
+# Installs everything (idempotent, fast when cached) and runs the test suite against a
+# private stack: real Kafka, schema registry, Spark + Delta (and, for the tests that need
+# them, PostgreSQL with Kafka Connect, a Spark cluster, an S3 server).
+#
+#   scripts/test.sh            the whole suite, as CI runs it (.ci/run)
+#   scripts/test.sh --fast     the fast tier: every test not marked slow (no fault
+#                              injection, no heavy service, none that took over 30 s)
+#
 # Extra arguments go to pytest (e.g. scripts/test.sh -k produce).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+selection=()
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  selection=(-m "not slow")
+fi
 scripts/install.sh
 set +e
-.venv/bin/pytest "$@"
+.venv/bin/pytest "${selection[@]}" "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

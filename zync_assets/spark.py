@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
@@ -125,6 +125,23 @@ def unpin(frame: DataFrame) -> None:
     the client drops its last reference to the frame (and the JVM collects it)."""
     if getattr(frame, "_jdf", None) is not None:
         frame._jdf.queryExecution().analyzed().rdd().unpersist(False)
+
+
+@contextmanager
+def pins() -> Iterator[Callable[[DataFrame], DataFrame]]:
+    """`pin(frame)` (pinned) for the frames a block reads more than once; each freed when
+    the block ends."""
+    held: list[DataFrame] = []
+
+    def pin(frame: DataFrame) -> DataFrame:
+        held.append(pinned(frame))
+        return held[-1]
+
+    try:
+        yield pin
+    finally:
+        for frame in held:
+            unpin(frame)
 
 
 def spark_session(app_name: str = "zync", long_lived: bool = False) -> SparkSession:

@@ -31,6 +31,7 @@ from zync_assets.stack.services import (
     stack_down,
     stack_up,
 )
+from zync_assets_tests.support import scheduling
 
 ZYNC = str(Path(sys.executable).parent / "zync")
 
@@ -42,47 +43,40 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 
 signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
-# Services too heavy to start on both test workers (PostgreSQL ×2 and Kafka Connect; a
-# Spark master and workers; S3Proxy): every test module that uses one runs on one worker,
-# as one unit of xdist's work (`pytest_xdist_make_scheduler`). xdist's own
-# `--dist loadgroup` marks do not group under pytest 9 (it renames node ids, which pytest 9
-# no longer reads), so the modules are named here and checked at collection.
-_ONE_WORKER_SERVICES = frozenset({"cdc_ports", "spark_cluster", "object_store"})
-_ONE_WORKER_MODULES = frozenset({
-    "test_cluster.py", "test_dagster_daemon.py", "test_debezium_chain.py",
-    "test_debezium_restarts.py", "test_ingest_faults.py", "test_lake_store.py",
-    "test_object_store.py", "test_stack.py", "test_user_schema_chain.py",
-})  # fmt: skip
+
+_RECORDED = scheduling.recorded_durations()
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        needs = _ONE_WORKER_SERVICES & set(getattr(item, "fixturenames", ()))
-        if needs and item.path.name not in _ONE_WORKER_MODULES:
-            raise pytest.UsageError(
-                f"{item.nodeid} uses {', '.join(sorted(needs))}: add {item.path.name} to "
-                "_ONE_WORKER_MODULES in conftest.py, or each test worker starts its own"
-            )
+        wrong = scheduling.misplaced(item.nodeid, set(getattr(item, "fixturenames", ())))
+        if wrong:
+            raise pytest.UsageError(wrong)
+        if scheduling.group_of(item.nodeid) or scheduling.slow_by_record(item.nodeid, _RECORDED):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     from xdist.scheduler import LoadScopeScheduling
 
-    class OneWorkerForServices(LoadScopeScheduling):
-        """Each test its own unit, except the modules of the heavy services: one unit."""
+    class ServiceGroups(LoadScopeScheduling):
+        """Each test its own unit, except the tests of one heavy service: one unit."""
 
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
-            return "services" if module in _ONE_WORKER_MODULES else nodeid
+            return scheduling.unit_of(nodeid)
 
-    return OneWorkerForServices(config, log)
+    config.option.loadscopereorder = False  # keep the longest-first order given below
+    return ServiceGroups(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist sends the order to its controller
 def pytest_collection_finish(session: pytest.Session) -> None:
-    # Longest first: the slow tests start while both workers are fresh, and the short
-    # ones fill in at the end (a stable sort keeps each module's order otherwise).
-    session.items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    marks = {item.nodeid: {m.name for m in item.iter_markers()} for item in session.items}
+    nodeids = [item.nodeid for item in session.items]
+    order = scheduling.longest_units_first(nodeids, marks, _RECORDED)
+    place = {nodeid: i for i, nodeid in enumerate(order)}
+    session.items.sort(key=lambda item: place[item.nodeid])
 
 
 def free_port() -> int:

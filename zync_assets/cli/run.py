@@ -109,12 +109,16 @@ def run(
                    "but they race for each commit", err=True)  # fmt: skip
     leases.hold()  # from now: Dagster's sensors need not race a Spark that is starting
     try:
-        _run(loaded, keep_going, pause, idle, max_records, compact_every, shaper, home)
+        # From before Spark starts: a SIGTERM while it starts stops after the first pass
+        # too, with exit status 0, rather than killing a process half started.
+        with graceful_stop() as stop:
+            _run(stop, loaded, keep_going, pause, idle, max_records, compact_every, shaper, home)
     finally:
         leases.release()
 
 
 def _run(
+    stop: list[bool],
     loaded: list[Spec],
     keep_going: bool,
     pause: float,
@@ -152,15 +156,14 @@ def _run(
         return [result]
 
     try:
-        with graceful_stop() as stop:
-            follow(
-                pass_once,
-                report_timing,
-                did_work=lambda result: result.did_work,
-                interval=pause,
-                idle_timeout=(idle if keep_going else 0.0),
-                stop_requested=lambda: stop[0],
-            )
+        follow(
+            pass_once,
+            report_timing,
+            did_work=lambda result: result.did_work,
+            interval=pause,
+            idle_timeout=(idle if keep_going else 0.0),
+            stop_requested=lambda: stop[0],
+        )
     finally:
         reporter.close()
     if failures and not keep_going:  # one pass: the exit status must say it

@@ -27,7 +27,7 @@ from zync_assets.errors import ConcurrentWriter, ZyncError
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import pool_exists, table_changes_path, table_path
-from zync_assets.spark import pinned, session_conf, unpin
+from zync_assets.spark import pinned, pins, session_conf, unpin
 from zync_assets.spec import Spec
 from zync_assets.tables import fold
 from zync_assets.tables.changes import (
@@ -374,7 +374,6 @@ def _merge(
     run: int, meta: str,
 ) -> None:  # fmt: skip
     table = compiled.table
-    source = merge_source(spark, compiled, columns, changes)
     settings = {
         "spark.databricks.delta.write.txnAppId": app_id(table.name),
         "spark.databricks.delta.write.txnVersion": str(run),
@@ -382,7 +381,8 @@ def _merge(
         "spark.databricks.delta.skipRecordingEmptyCommits": "false",
     }
     try:
-        with session_conf(spark, settings):
+        with pins() as pin, session_conf(spark, settings):
+            source = pin(merge_source(spark, compiled, columns, changes, pin))
             spark.sql(merge_sql(table_path(table.name), compiled, columns), source=source).collect()
     except CONCURRENT_WRITE as exc:
         raise ConcurrentWriter(

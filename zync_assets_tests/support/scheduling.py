@@ -1,0 +1,105 @@
+"""Which worker runs what, and in which order.
+
+Services too heavy to start on both xdist workers (PostgreSQL ×2 with Kafka Connect; a
+Spark master with its workers and the S3 server) each get one group: every test that
+needs the service is one unit of xdist's work, so the service starts once, on one worker.
+The two groups are apart, so the two workers can run them side by side. Every other test
+is its own unit.
+
+A test of a group, or one that took over SLOW_S in the last run, is marked slow: the fast
+tier (`scripts/test.sh --fast`, `-m "not slow"`) leaves it out.
+
+Units go out longest first (by the seconds each test took in the last full run,
+`durations.json`, which `bench/suite_report.py` writes): the long ones start while both
+workers are fresh and the short ones even out the end.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+DURATIONS = Path(__file__).with_name("durations.json")
+
+# A heavy session fixture → its group.
+SERVICE_GROUPS = {"cdc_ports": "cdc", "spark_cluster": "cluster", "object_store": "cluster"}
+
+# What runs in each group: a whole module (`test_x.py`) or one test (`test_x.py::name`).
+# A module-scoped fixture that starts a heavy service (the Dagster daemon's first batch)
+# keeps its module whole.
+GROUPED = {
+    "test_debezium_chain.py": "cdc",
+    "test_debezium_restarts.py": "cdc",
+    "test_user_schema_chain.py": "cdc",
+    "test_dagster_daemon.py": "cdc",
+    "test_stack.py::test_status_lists_the_cdc_services_with_their_addresses": "cdc",
+    "test_cluster.py": "cluster",
+    "test_object_store.py": "cluster",
+    "test_lake_store.py": "cluster",
+    "test_ingest_faults.py::test_kill_9_at_random_points_then_resume_loses_and_doubles_nothing[cluster]": "cluster",
+}
+
+# A test the last run did not time: by its marks.
+GUESS_S = {"slow": 120.0, "integration": 20.0}
+# A test that took longer than this in the last full run is slow: out of the fast tier.
+SLOW_S = 30.0
+
+
+def short_id(nodeid: str) -> str:
+    """`zync_assets_tests/test_x.py::name[param]` → `test_x.py::name[param]`."""
+    path, _, name = nodeid.partition("::")
+    return f"{path.rsplit('/', 1)[-1]}::{name}"
+
+
+def group_of(nodeid: str) -> str | None:
+    test = short_id(nodeid)
+    return GROUPED.get(test) or GROUPED.get(test.split("::", 1)[0])
+
+
+def unit_of(nodeid: str) -> str:
+    """xdist's unit of work for a test: its group, or the test alone."""
+    return group_of(nodeid) or nodeid
+
+
+def misplaced(nodeid: str, fixtures: set[str]) -> str | None:
+    """Why a test that needs a heavy service sits outside that service's group, if it does."""
+    wanted = {SERVICE_GROUPS[f] for f in fixtures if f in SERVICE_GROUPS}
+    if not wanted:
+        return None
+    if len(wanted) > 1:
+        return f"{nodeid} needs services of groups {sorted(wanted)}: one test, one group"
+    (group,) = wanted
+    if group_of(nodeid) != group:
+        return (
+            f"{nodeid} needs the {group} group's services: add it (or its module) to GROUPED "
+            "in zync_assets_tests/support/scheduling.py, or each worker starts its own"
+        )
+    return None
+
+
+def slow_by_record(nodeid: str, recorded: dict[str, float]) -> bool:
+    return recorded.get(short_id(nodeid), 0.0) > SLOW_S
+
+
+def recorded_durations() -> dict[str, float]:
+    return json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+
+
+def longest_units_first(
+    nodeids: list[str], marks: dict[str, set[str]], recorded: dict[str, float]
+) -> list[str]:
+    """The node ids reordered so that units (groups and lone tests) come longest first;
+    a group's tests keep their order among themselves."""
+
+    def seconds(nodeid: str) -> float:
+        known = recorded.get(short_id(nodeid))
+        if known is not None:
+            return known
+        return max((GUESS_S.get(m, 0.0) for m in marks.get(nodeid, set())), default=1.0)
+
+    unit_seconds: dict[str, float] = {}
+    for nodeid in nodeids:
+        unit = unit_of(nodeid)
+        unit_seconds[unit] = unit_seconds.get(unit, 0.0) + seconds(nodeid)
+    order = {nodeid: i for i, nodeid in enumerate(nodeids)}
+    return sorted(nodeids, key=lambda n: (-unit_seconds[unit_of(n)], unit_of(n), order[n]))
