@@ -3,7 +3,7 @@
 # private stack: real Kafka, schema registry, Spark + Delta (and, for the tests that need
 # them, PostgreSQL with Kafka Connect, a Spark cluster, an S3 server).
 #
-#   scripts/test.sh            the whole suite, as CI runs it (.ci/run)
+#   scripts/test.sh            lint (ruff), type check (mypy), the whole suite: as CI runs it
 #   scripts/test.sh --fast     the fast tier: every test not marked slow (no fault
 #                              injection, no heavy service, none that took over 30 s)
 #
@@ -16,6 +16,10 @@ if [ "${1:-}" = "--fast" ]; then
   selection=(-m "not slow")
 fi
 scripts/install.sh
+# Cheap checks first: a lint or type error fails the run before the suite starts.
+.venv/bin/ruff check --quiet . || { echo "test: ruff found the problems above" >&2; exit 1; }
+.venv/bin/ruff format --check --quiet . || { echo "test: run .venv/bin/ruff format" >&2; exit 1; }
+.venv/bin/mypy --no-error-summary || { echo "test: mypy found the type errors above" >&2; exit 1; }
 set +e
 .venv/bin/pytest "${selection[@]}" "$@"
 status=$?

@@ -272,13 +272,13 @@ class Pipeline:
 
     def _apply_tables(self, spec: Spec, reporter: PipelineReporter, result: PassResult) -> None:
         if spec.name not in self._tables:  # checked once, against Spark
-            compiled = self._contained(
+            tables = self._contained(
                 f"spec {spec.name}", "tables", reporter, result,
                 lambda: compile_tables(self.spark, spec),
             )  # fmt: skip
-            if compiled is None:
+            if tables is None:
                 return
-            self._tables[spec.name] = compiled
+            self._tables[spec.name] = tables
         for compiled in self._tables[spec.name]:
             table = compiled.table
             version = pool_version(pool_path(table.source_pool))

@@ -91,7 +91,7 @@ def analyzed_plan(frame: DataFrame) -> str:
     """The frame's analysed logical plan, as Spark prints it."""
     if getattr(frame, "_jdf", None) is not None:
         return frame._jdf.queryExecution().analyzed().toString()
-    explained = frame._explain_string(extended=True)  # type: ignore[attr-defined]  # Connect
+    explained = frame._explain_string(extended=True)  # type: ignore[operator]  # Connect
     analyzed = explained.split("== Analyzed Logical Plan ==", 1)[-1]
     return analyzed.split("== Optimized Logical Plan ==", 1)[0]
 
@@ -196,17 +196,17 @@ _SMALL_WORK = {
 @contextmanager
 def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     """Run the block with `settings` in the session's SQL conf; restore them after."""
-    saved = {key: spark.conf.get(key, None) for key in settings}
+    saved: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
+        for key, old in saved.items():
+            if old is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, old)
 
 
 # A stage with at most this many rows to do runs with _SMALL_WORK's settings

@@ -5,7 +5,14 @@ from __future__ import annotations
 import time
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 from zync_assets.cli.pipeline import graceful_stop
 from zync_assets.codec.formats import OUTPUT_FORMATS
@@ -70,7 +77,7 @@ def to_kafka(
     click.echo(f"spark ready ({time.monotonic() - started:.1f}s)", err=True)
 
     with _progress_bar() as bar, graceful_stop() as stop:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def show(topic: str, sent: int, total: int) -> None:
             if topic not in tasks:

@@ -131,10 +131,11 @@ def run_via_dagster(console: Console, port: int) -> None:
         end = end_offsets(kafka)
         console.print(f"produced {sent} Debezium events; Kafka end offsets now {end}")
         with console.status("waiting for the sensors…") as status:
-            raw, staging, out = wait_for_stages(
-                instance, STAGES, end, since, url,
-                report=lambda line, n=batch: status.update(f"batch {n}: {line}"),
-            )  # fmt: skip
+
+            def report(line: str, n: int = batch) -> None:
+                status.update(f"batch {n}: {line}")
+
+            raw, staging, out = wait_for_stages(instance, STAGES, end, since, url, report=report)
         console.print(
             f"raw/Raw: {raw.metadata['rows_written']} rows (run {raw.run_id[:8]}) · "
             f"staging/Staging: {staging.metadata['outputs']} outputs, "
@@ -182,9 +183,9 @@ def run_direct(console: Console) -> None:
         for line in pending_report(spark, spec):
             console.print(f"  pending: {line}")
         with console.status("sending staging to Kafka…"):
-            (sent,) = sync_pool(spark, "Staging", kafka, registry)
-        console.print(f"to-kafka: {sent.sent} records to {sent.topic} "
-                      f"(staging offsets {sent.first_offset}..{sent.next_offset - 1})")  # fmt: skip
+            (synced,) = sync_pool(spark, "Staging", kafka, registry)
+        console.print(f"to-kafka: {synced.sent} records to {synced.topic} "
+                      f"(staging offsets {synced.first_offset}..{synced.next_offset - 1})")  # fmt: skip
     console.print(sink_table(kafka, registry))
     done = spark.read.format("delta").load(pool_path("Staging")).where("kind = 'done'").count()
     console.print(f"\n{done} done records in all (zync's demo: 12).")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +38,7 @@ class Reached:
 
     timestamp: float
     run_id: str
-    metadata: dict[str, object]
+    metadata: Mapping[str, object]
 
 
 def open_instance(home: Path) -> DagsterInstance:

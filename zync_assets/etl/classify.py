@@ -217,7 +217,7 @@ def _hold_back(flagged: DataFrame) -> Classified:
     earlier = (
         Window.partitionBy("__chain").orderBy("__offset").rowsBetween(Window.unboundedPreceding, -1)
     )
-    current, cached = flagged, []
+    current, cached = flagged, list[DataFrame]()
     while True:
         holding = F.col("__status").isin(*WAITING_STATES).cast("int")
         behind = F.max(holding).over(earlier) == 1

@@ -52,5 +52,7 @@ def classified_events(
 
 
 def oldest_pending(summary: list[cl.Tally]) -> dt.datetime | None:
-    times = [row.oldest for row in summary if row.status in cl.WAITING_STATES]
+    times = [
+        row.oldest for row in summary if row.status in cl.WAITING_STATES and row.oldest is not None
+    ]
     return min(times) if times else None

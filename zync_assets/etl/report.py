@@ -24,6 +24,7 @@ def explain_spec(spark: SparkSession, spec: Spec) -> str:
         r = rule.rule
         lines.append(f"rule {r.number}: {r.type} → {', '.join(r.output_topics)}")
         if r.type == "denorm":
+            assert r.join_on is not None  # a denorm rule has one (spec.py)
             lines.append(
                 f"  left {r.left} / right {r.right}, pairs where {r.join_on[0]} = {r.join_on[1]}"
             )

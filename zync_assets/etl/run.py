@@ -16,6 +16,7 @@ import datetime as dt
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -89,10 +90,12 @@ def _run_pool(
             counts[row.status] = counts.get(row.status, 0) + row.n
         consumed = sum(counts.get(s, 0) for s in DONE_STATUS)
         pending = sum(counts.get(s, 0) for s in cl.WAITING_STATES)
-        seen = {"raw_seen": snap.raw_end, "oldest_pending": oldest_pending(summary)}
         whole = any(r.rule.transactional for r in rules)  # a `txn` column joins older pools
-        if whole:
-            seen["transactions"] = transaction_counts(classified)
+        seen: dict[str, Any] = {  # the same in each result below
+            "raw_seen": snap.raw_end,
+            "oldest_pending": oldest_pending(summary),
+            "transactions": transaction_counts(classified) if whole else TransactionCounts(),
+        }
         read = sum(counts.values())
         if consumed == 0:
             return EtlResult(spec.name, pool, None, snap.state, read=read, pending=pending,

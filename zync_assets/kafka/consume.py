@@ -22,8 +22,8 @@ from zync_assets.settings import KafkaSettings
 class Undecodable:
     """A message that could not be decoded; consume reports it and goes on."""
 
-    partition: int
-    offset: int
+    partition: int | None  # as the client gives them: None only for an error event
+    offset: int | None
     error: DecodeError
 
 

@@ -87,7 +87,7 @@ class Registry:
                 f"schema registry at {self.settings.url} failed looking up schema id "
                 f"{schema_id}: {exc.error_message}"
             ) from exc
-        return json.loads(schema.schema_str)
+        return json.loads(schema.schema_str or "null")
 
     def subjects(self) -> list[str]:
         return self._call("listing subjects", self.client.get_subjects)
@@ -103,7 +103,7 @@ class Registry:
                 f"schema registry at {self.settings.url} failed reading {subject}: "
                 f"{exc.error_message}"
             ) from exc
-        return json.loads(registered.schema.schema_str)
+        return json.loads(registered.schema.schema_str or "null")
 
     def versions(self, subject: str) -> list[Any]:
         """Every parsed schema of `subject`, oldest first ([] if the subject does not exist).
@@ -124,7 +124,7 @@ class Registry:
         registered = self._call(
             f"reading {subject}", lambda: self.client.get_version(subject, number)
         )
-        return json.loads(registered.schema.schema_str)
+        return json.loads(registered.schema.schema_str or "null")
 
     def latest(self, subject: str) -> Any:
         return self._call(f"reading {subject}", lambda: self.client.get_latest_version(subject))

@@ -161,7 +161,7 @@ def recorded_progress(context: SensorEvaluationContext, pool: str) -> Offsets:
     if event is None or event.asset_materialization is None:
         return {}
     entry = event.asset_materialization.metadata.get(PROGRESS_KEY)
-    return offsets_from_json(json.loads(entry.value)) if entry is not None else {}
+    return offsets_from_json(json.loads(str(entry.value))) if entry is not None else {}
 
 
 def new_data(progress: Offsets, end: Offsets) -> bool:

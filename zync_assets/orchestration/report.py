@@ -47,7 +47,7 @@ def runless_events(results: Iterable[MaterializeResult | AssetCheckResult]) -> l
             events.append(AssetMaterialization(result.asset_key, metadata=result.metadata))
             events += runless_events(result.check_results or [])
         else:
-            assert result.asset_key is not None
+            assert result.asset_key is not None and result.check_name is not None
             events.append(
                 AssetCheckEvaluation(
                     asset_key=result.asset_key,

@@ -108,7 +108,8 @@ class ConnectApi:
     def wait_running(self, name: str, timeout: float = 60.0) -> None:
         """Wait until the connector and all its tasks run; explain a failure."""
         deadline = time.monotonic() + timeout
-        state, tasks = "UNKNOWN", []
+        state: str = "UNKNOWN"
+        tasks: list[str] = []
         while time.monotonic() < deadline:
             try:
                 state, tasks = self.state(name)

@@ -114,9 +114,10 @@ def stack_up(
             "do not carry the secured registry's credentials; start the CDC stack unsecured"
         )
     try:
-        kafka = launch_kafka(home, ports.kafka, ports.kafka_controller, ports.secure)
-        registry = launch_registry(home, ports.registry, ports.registry_management, secure)
-        waits = [("kafka", kafka), ("registry", registry)]
+        waits = [
+            ("kafka", launch_kafka(home, ports.kafka, ports.kafka_controller, ports.secure)),
+            ("registry", launch_registry(home, ports.registry, ports.registry_management, secure)),
+        ]
         if s3_port is not None:  # before Spark: a server may write the lake there
             waits.append(("s3", launch_s3(home, s3_port)))
         if spark_port is not None:

@@ -126,9 +126,10 @@ def launch_cluster(
         started = []
         for service, proc, port, ready in checks:
             running = service.running() if proc is None else None
-            started.append(
-                running or service.wait_ready(proc, port, ready, CLUSTER_START_TIMEOUT_S)
-            )
+            if running is None:
+                assert proc is not None  # launched, or found running
+                running = service.wait_ready(proc, port, ready, CLUSTER_START_TIMEOUT_S)
+            started.append(running)
         return started
 
     return wait

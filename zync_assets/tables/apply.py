@@ -250,7 +250,10 @@ def _apply(
             f"another writer applied run {run} of table {table.name} first; this pass wrote "
             "nothing (its events are applied by that run)"
         )
-    return TableResult(table.name, run, state, cursors=ends, **counts)
+    return TableResult(
+        table.name, run, state, counts["read"], counts["upserts"], counts["deletes"],
+        counts["ignored"], cursors=ends,
+    )  # fmt: skip
 
 
 def _applies() -> Column:

@@ -156,9 +156,3 @@ def change_events(rows: DataFrame, compiled: CompiledTable) -> DataFrame:
         F.col("key").alias("__KEY"),
         F.struct("kafka.partition", "kafka.offset").alias(POSITION),
     )
-
-
-def key_value(column: str) -> Column:
-    """A key column's value: from the row image, else from the Kafka key (a tombstone's)."""
-    path = f"$.{column}"
-    return F.coalesce(F.try_variant_get(F.col(ROW), path), F.try_variant_get(F.col("__KEY"), path))

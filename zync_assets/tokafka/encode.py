@@ -109,6 +109,7 @@ def span(outputs: DataFrame, start: int) -> Span:
         F.max(F.when(new, F.col("offset"))).alias("high"),
         F.max(F.col("offset") == start - 1).alias("previous"),
     ).first()
+    assert row is not None  # an aggregate without grouping has one row
     return Span(row.n, row.low, row.high, bool(row.previous))
 
 

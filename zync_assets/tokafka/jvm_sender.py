@@ -163,7 +163,8 @@ def java_class(jvm: Any, name: str) -> JavaClass:
 
 def _java_classes(exc: Py4JJavaError) -> list[str]:
     """Simple class names of the Java exception and its causes."""
-    names, error = [], exc.java_exception
+    names: list[str] = []
+    error = exc.java_exception
     while error is not None and len(names) < 10:
         names.append(error.getClass().getSimpleName())
         error = error.getCause()

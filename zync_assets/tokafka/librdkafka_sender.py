@@ -123,7 +123,9 @@ class LibrdkafkaSender:
         last = len(keys) - 1
         for index, (key, value) in enumerate(zip(keys, values, strict=True)):
             tagged = tag_all or index == last
-            headers = [self._pool_header, offset_header(first + index)] if tagged else None
+            headers: list[tuple[str, str | bytes | None]] | None = (
+                [self._pool_header, offset_header(first + index)] if tagged else None
+            )
             while True:
                 try:
                     self._producer.produce(topic, value=value, key=key, headers=headers)

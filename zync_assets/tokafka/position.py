@@ -48,13 +48,17 @@ def staging_offset_of(message: Message, pool: str) -> int:
             f"{where} was not written by `zync to-kafka` (no {OFFSET_HEADER} header); "
             "refusing to add to a topic with foreign records: send to a new topic"
         )
-    owner = (found.get(POOL_HEADER) or b"").decode()
+    owner = _text(found.get(POOL_HEADER))
     if owner != pool:
         raise ZyncError(
             f"{where} was written from staging pool {owner!r}, not {pool!r}; "
             "one output topic takes records from one staging pool"
         )
-    return int(found[OFFSET_HEADER])
+    return int(_text(found[OFFSET_HEADER]))
+
+
+def _text(header: str | bytes | None) -> str:
+    return header.decode() if isinstance(header, bytes) else header or ""
 
 
 def topic_position(
