@@ -293,6 +293,15 @@ def run_zync(
     )  # fmt: skip
 
 
+def zync_ok(*args: str, env: dict[str, str], timeout: float = 600, cwd: Path | None = None) -> str:
+    """Run `zync`, which must succeed without a traceback or a third party's WARN line;
+    its standard output."""
+    done = run_zync(*args, env=env, timeout=timeout, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "WARN" not in done.stderr, done.stderr
+    return done.stdout
+
+
 @pytest.fixture
 def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private lake directory for the test (ZYNC_LAKE)."""

@@ -21,8 +21,8 @@ from zync_assets_tests.conftest import (
     Stack,
     pool_offsets,
     produce_many,
-    run_zync,
     stateless_spec,
+    zync_ok,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -35,13 +35,6 @@ INVOICES = Path(__file__).parent.parent / "etl_specs" / "invoices.yaml"
 
 def on_cluster(stack: Stack, cluster: Cluster, lake: Path) -> dict[str, str]:
     return stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=cluster.url)
-
-
-def zync_ok(*args: str, env: dict[str, str], timeout: float = 600) -> str:
-    done = run_zync(*args, env=env, timeout=timeout)
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr and "WARN" not in done.stderr, done.stderr
-    return done.stdout
 
 
 def master_state(cluster: Cluster) -> dict:

@@ -15,6 +15,7 @@ from zync_assets.orchestration.raw import PROGRESS_KEY, raw_key
 from zync_assets.orchestration.resources import KafkaResource
 from zync_assets.spec import load_spec
 from zync_assets_tests.conftest import Stack, produce_json, read_topic, stateless_spec
+from zync_assets_tests.support.kafka_log import assert_sent_together
 
 pytestmark = pytest.mark.integration
 
@@ -347,3 +348,4 @@ def test_a_pools_topics_sent_together_are_one_multi_asset(
     for topic in (f"{p}_a", f"{p}_b"):
         records = read_topic(stack, topic, decode=False)
         assert sorted(json.loads(r.value)["payload"]["txn"] for r in records) == [1, 2]
+    assert_sent_together(stack, [f"{p}_a", f"{p}_b"])

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import random
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +12,7 @@ from bench.etl_bench import SPEC, append_raw
 from zync_assets.etl.run import run_etl
 from zync_assets.spec import load_spec
 from zync_assets_tests.conftest import ZYNC, Stack, run_zync
+from zync_assets_tests.support.kills import kill_when, writing
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -29,14 +26,12 @@ def staged(spark, lake: Path) -> tuple[list[int], list[tuple], int]:
     return outputs, done.collect(), done.distinct().count()
 
 
-def kill_passes_then_finish(spec: Path, env: dict[str, str], rng: random.Random, kills: int):
-    """`zync etl SPEC` killed -9 `kills` times 8-15 s in, then a pass that must succeed."""
+def kill_passes_then_finish(spec: Path, env: dict[str, str], staging: Path, kills: int):
+    """`zync etl SPEC` killed -9 `kills` times while it writes the staging pool (its data
+    files written, their commit not yet), then a pass that must succeed."""
     for _ in range(kills):
-        proc = subprocess.Popen([ZYNC, "etl", str(spec)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
-        time.sleep(rng.uniform(8, 15))
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        killed = kill_when([ZYNC, "etl", str(spec)], env, writing(staging))
+        assert killed.landed, f"no kill between a write and its commit: {killed.stderr}"
     done = run_zync("etl", str(spec), env=env, timeout=600)
     assert done.returncode == 0, done.stderr
 
@@ -58,7 +53,7 @@ def test_kill_9_during_etl_then_rerun_gives_each_output_and_done_record_once(
     time budget keeps one of the two.)"""
     lake, spec = orders
     env = stack.env(ZYNC_LAKE=str(lake))
-    kill_passes_then_finish(spec, env, random.Random(11), kills=4)
+    kill_passes_then_finish(spec, env, lake / "Staging", kills=3)
     (again,) = run_etl(spark, load_spec(spec))  # in-process: ZYNC_LAKE is this test's lake
     assert again.note == "nothing new to ETL"
     outputs, records, distinct = staged(spark, lake)
@@ -99,7 +94,7 @@ def test_kill_9_during_a_gated_pass_then_rerun_gives_each_transaction_once_and_w
     spec.write_text(spec_text("Raw", "Staging", gated=True))
     append(spark, "Raw", 1, 0, 3_000, 5, NO_OFFSETS)
     env = stack.env(ZYNC_LAKE=str(lake))
-    kill_passes_then_finish(spec, env, random.Random(12), kills=3)
+    kill_passes_then_finish(spec, env, lake / "Staging", kills=3)
     outputs, records, distinct = staged(spark, lake)
     assert outputs == list(range(30_000))
     assert len(records) == distinct == 30_000 + 6_000  # every event, BEGIN and END once

@@ -18,19 +18,13 @@ from zync_assets_tests.conftest import (
     read_topic,
     rebuild_table,
     run_zync,
+    zync_ok,
 )
 from zync_assets_tests.test_cluster import apps_run
 
 pytestmark = pytest.mark.integration
 
 INVOICES = Path(__file__).parent.parent / "etl_specs" / "invoices.yaml"
-
-
-def zync_ok(*args: str, env: dict[str, str], cwd: Path) -> str:
-    done = run_zync(*args, env=env, timeout=600, cwd=cwd)
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr and "WARN" not in done.stderr, done.stderr
-    return done.stdout
 
 
 @pytest.mark.slow

@@ -28,18 +28,13 @@ from zync_assets_tests.conftest import (
     read_topic,
     rebuild_table,
     run_zync,
+    zync_ok,
 )
+from zync_assets_tests.support.kafka_log import assert_sent_together
 
 pytestmark = pytest.mark.integration
 
 INVOICES = Path(__file__).parent.parent / "etl_specs" / "invoices.yaml"
-
-
-def zync_ok(*args: str, env: dict[str, str]) -> str:
-    done = run_zync(*args, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr and "WARN" not in done.stderr, done.stderr
-    return done.stdout
 
 
 TABLES = """
@@ -205,6 +200,7 @@ def test_a_pools_topics_go_together_through_the_connect_server(
     for topic in (f"{p}_a", f"{p}_b"):
         values = sorted((r.value["txn"], r.value["n"]) for r in read_topic(stack, topic))
         assert values == [(1, 2), (2, 1)], topic
+    assert_sent_together(stack, [f"{p}_a", f"{p}_b"])
     again = zync_ok("to-kafka", "--pool", f"{p}Staging", "--topic", f"{p}_a", env=env)
     assert f"{p}_a: up to date at staging offset 2" in again
     assert f"{p}_b: up to date at staging offset 2" in again
