@@ -66,6 +66,7 @@ class Soak:
     minutes: float
     workdir: Path
     seed: int = 23
+    kill_every: tuple[float, float] = (15, 45)  # seconds between kills, drawn uniformly
     samples: list[Sample] = field(default_factory=list)
     kills: list[float] = field(default_factory=list)
 
@@ -101,7 +102,7 @@ class Soak:
         self.source.start()
         self.run = self._start_pipeline()
         end = self.started + self.minutes * 60
-        next_kill = time.monotonic() + self.rng.uniform(15, 45)
+        next_kill = time.monotonic() + self.rng.uniform(*self.kill_every)
         next_sample = time.monotonic()
         evolve_at = self.started + self.minutes * 30
         while time.monotonic() < end:
@@ -116,7 +117,7 @@ class Soak:
                 self.run.wait()
                 self.kills.append(now - self.started)
                 self.run = self._start_pipeline()
-                next_kill = now + self.rng.uniform(15, 45)
+                next_kill = now + self.rng.uniform(*self.kill_every)
             if self.run.poll() is not None:
                 raise RuntimeError(
                     f"the pipeline exited by itself: {self.workdir / 'pipeline.log'}"
@@ -226,9 +227,11 @@ def plot(soak: Soak, path: Path) -> None:
     figure.savefig(path, dpi=90)
 
 
-def run_soak(minutes: float, workdir: Path) -> tuple[Soak, dict[str, object]]:
+def run_soak(
+    minutes: float, workdir: Path, kill_every: tuple[float, float] = (15, 45)
+) -> tuple[Soak, dict[str, object]]:
     with bench_stack() as (kafka, registry):
-        soak = Soak(kafka, registry, minutes, workdir)
+        soak = Soak(kafka, registry, minutes, workdir, kill_every=kill_every)
         soak.flow()
         soak.catch_up()
         figures: dict[str, object] = dict(soak.reconcile())

@@ -27,7 +27,7 @@ from zync_assets.errors import ConcurrentWriter, ZyncError
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import pool_exists, table_changes_path, table_path
-from zync_assets.spark import pinned, pins, session_conf, unpin
+from zync_assets.spark import pinned, pins, session_conf, sized_work, unpin
 from zync_assets.spec import Spec
 from zync_assets.tables import fold
 from zync_assets.tables.changes import (
@@ -130,12 +130,25 @@ def apply_table(
     found = new_rows(spark, compiled.spec, table, state.cursors)
     if found is None or _caught_up(state.cursors, found.ends):
         return TableResult(table.name, None, state, cursors=state.cursors, note="nothing new")
-    events = pinned(change_events(found.rows, compiled))
-    try:
-        declared = declared_types(compiled, registry)
-        return _apply(spark, compiled, state, events, found.ends, now, declared, rebuild)
-    finally:
-        unpin(events)
+    # A pass of a few events runs without Spark's code generation and shuffle fan-out
+    # (spark.sized_work), as ETL passes do.
+    with sized_work(spark, _new_events(state.cursors, found.ends)):
+        events = pinned(change_events(found.rows, compiled))
+        try:
+            declared = declared_types(compiled, registry)
+            return _apply(spark, compiled, state, events, found.ends, now, declared, rebuild)
+        finally:
+            unpin(events)
+
+
+def _new_events(cursors: Offsets, ends: Offsets) -> int:
+    """How many source events lie between the table's cursors and the pool's ends (at
+    most: a pool's offsets may have gaps)."""
+    return sum(
+        end - cursors.get(topic, {}).get(part, 0)
+        for topic, parts in ends.items()
+        for part, end in parts.items()
+    )
 
 
 def rebuild_table(
