@@ -34,7 +34,10 @@ def read_cases(path: Path) -> list[tuple[str, str, float, bool]]:
     return cases
 
 
-def figures(cases: list[tuple[str, str, float, bool]], wall_s: float, workers: int) -> dict:
+def figures(
+    cases: list[tuple[str, str, float, bool]], wall_s: float, workers: int,
+    fast_s: float | None = None,
+) -> dict:  # fmt: skip
     per_module: dict[str, float] = defaultdict(float)
     for module, _, seconds, _ in cases:
         per_module[module] += seconds
@@ -44,7 +47,7 @@ def figures(cases: list[tuple[str, str, float, bool]], wall_s: float, workers: i
         "failed": sum(1 for c in cases if c[3]),
         "workers": workers,
         "full_minutes": round(wall_s / 60, 1),
-        "fast_minutes": None,  # no fast tier yet (issue 34)
+        "fast_minutes": round(fast_s / 60, 1) if fast_s is not None else None,
         "test_minutes": round(sum(c[2] for c in cases) / 60, 1),
         "modules_minutes": {
             m: round(s / 60, 1) for m, s in sorted(per_module.items(), key=lambda i: -i[1])
@@ -58,7 +61,8 @@ def table(found: dict) -> str:
     return (
         f"\n## Test suite\n\nThe full suite (`scripts/test.sh`, {found['workers']} workers): "
         f"{found['tests']} tests, {found['failed']} failed, {found['full_minutes']} minutes "
-        f"wall time ({found['test_minutes']} minutes of tests added up). The slowest:\n\n"
+        f"wall time ({found['test_minutes']} minutes of tests added up); the fast tier "
+        f"(`scripts/test.sh --fast`): {found['fast_minutes']} minutes. The slowest:\n\n"
         f"| test | seconds |\n|---|---|\n{rows}\n"
     )
 
@@ -68,9 +72,10 @@ def main() -> None:
     parser.add_argument("junit", type=Path)
     parser.add_argument("--wall-seconds", type=float, required=True)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--fast-seconds", type=float, help="the fast tier's wall time")
     args = parser.parse_args()
     cases = read_cases(args.junit)
-    found = figures(cases, args.wall_seconds, args.workers)
+    found = figures(cases, args.wall_seconds, args.workers, args.fast_seconds)
     publish("suite", table(found), found)
     write_durations(cases)
 
