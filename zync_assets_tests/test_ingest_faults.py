@@ -24,7 +24,7 @@ def test_kill_9_at_random_points_then_resume_loses_and_doubles_nothing(
     """The driver killed (on a cluster, its executors die with it: the master sees the
     application end) at a random point of the work after each run's first commit: in
     the middle of reading, decoding or writing the next batch, or of committing it."""
-    count = 100_000
+    count = 50_000
     produce_many(stack, topic, count, every_bad=997)  # dead letters take part too
     lake = tmp_path / "lake"
     env = stack.env(ZYNC_LAKE=str(lake))
@@ -32,7 +32,7 @@ def test_kill_9_at_random_points_then_resume_loses_and_doubles_nothing(
     if where == "cluster":
         env["ZYNC_SPARK_MASTER"] = request.getfixturevalue("spark_cluster").url
     command = [ZYNC, "from-kafka", "--topic", topic, "--pool", "Crash",
-               "--max-records", "10000", "--interval", "0s", "--exit-after", "1s"]  # fmt: skip
+               "--max-records", "5000", "--interval", "0s", "--exit-after", "1s"]  # fmt: skip
     rng = random.Random(7)
     for _ in range(kills):
         killed = kill_when(command, env, lambda out: "run " in out, delay=rng.uniform(0, 3))
@@ -98,7 +98,7 @@ def test_the_spark_jvm_killed_mid_pass_is_one_line_and_resume_loses_nothing(
     lake = tmp_path / "lake"
     env = stack.env(ZYNC_LAKE=str(lake))
     command = [ZYNC, "from-kafka", "--topic", topic, "--pool", "JvmKill",
-               "--max-records", "2000", "--interval", "0s", "--exit-after", "2s"]  # fmt: skip
+               "--max-records", "5000", "--interval", "0s", "--exit-after", "2s"]  # fmt: skip
     rng = random.Random(5)
     for _ in range(2):
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,

@@ -31,6 +31,7 @@ from zync_assets_tests.conftest import (
     zync_ok,
 )
 from zync_assets_tests.support.kafka_log import assert_sent_together
+from zync_assets_tests.support.kills import writing
 
 pytestmark = pytest.mark.integration
 
@@ -143,7 +144,7 @@ def test_a_server_killed_mid_ingest_leaves_no_half_commit(
     """kill -9 of the server while an ingest writes: the command fails with the one-line
     error, the pool holds no part of that commit, and a run on a restarted server ingests
     every message exactly once."""
-    count = 300_000
+    count = 100_000
     produce_many(stack, topic, count)
     state, port = tmp_path / ".zync", free_port()
     url = spark_url(port)
@@ -151,9 +152,12 @@ def test_a_server_killed_mid_ingest_leaves_no_half_commit(
     env = stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=url)
     command = [ZYNC, "from-kafka", "-t", topic, "-p", "Killed", "--once"]
     ingest = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-    time.sleep(8)  # the server is decoding and writing by now (the pass takes ~20 s)
+    mid_write, deadline = writing(lake / "Killed"), time.monotonic() + 300
+    while not mid_write("") and ingest.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the server has written data files and not committed them
     running = spark_service(state).running()
     assert running is not None and ingest.poll() is None, "ingest finished before the kill"
+    assert mid_write(""), "the server wrote no data file before the deadline"
     os.killpg(running.pid, signal.SIGKILL)
     _, stderr = ingest.communicate(timeout=120)
     assert ingest.returncode == 1, stderr
