@@ -36,14 +36,17 @@ def read_cases(path: Path) -> list[tuple[str, str, float, bool]]:
 
 def figures(
     cases: list[tuple[str, str, float, bool]], wall_s: float, workers: int,
-    fast_s: float | None = None,
+    fast_s: float | None = None, collected: int | None = None,
 ) -> dict:  # fmt: skip
     per_module: dict[str, float] = defaultdict(float)
     for module, _, seconds, _ in cases:
         per_module[module] += seconds
     slowest = sorted(cases, key=lambda c: c[2], reverse=True)[:SLOWEST]
+    cases = [c for c in cases if c[0] not in (".py", "pytest.py")]  # pytest's own error entries
     return {
         "tests": len(cases),
+        "collected": collected or len(cases),
+        "complete": collected is None or len(cases) >= collected,
         "failed": sum(1 for c in cases if c[3]),
         "workers": workers,
         "full_minutes": round(wall_s / 60, 1),
@@ -60,7 +63,9 @@ def table(found: dict) -> str:
     rows = "\n".join(f"| `{t['test']}` | {t['seconds']} |" for t in found["slowest"])
     return (
         f"\n## Test suite\n\nThe full suite (`scripts/test.sh`, {found['workers']} workers): "
-        f"{found['tests']} tests, {found['failed']} failed, {found['full_minutes']} minutes "
+        f"{found['tests']} of {found['collected']} tests run"
+        f"{'' if found['complete'] else ' (stopped early)'}, {found['failed']} failed, "
+        f"{found['full_minutes']} minutes "
         f"wall time ({found['test_minutes']} minutes of tests added up); the fast tier "
         f"(`scripts/test.sh --fast`): {found['fast_minutes']} minutes. The slowest:\n\n"
         f"| test | seconds |\n|---|---|\n{rows}\n"
@@ -73,9 +78,10 @@ def main() -> None:
     parser.add_argument("--wall-seconds", type=float, required=True)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--fast-seconds", type=float, help="the fast tier's wall time")
+    parser.add_argument("--collected", type=int, help="tests collected, for a run stopped early")
     args = parser.parse_args()
-    cases = read_cases(args.junit)
-    found = figures(cases, args.wall_seconds, args.workers, args.fast_seconds)
+    cases = [c for c in read_cases(args.junit) if c[0] not in (".py", "pytest.py")]
+    found = figures(cases, args.wall_seconds, args.workers, args.fast_seconds, args.collected)
     publish("suite", table(found), found)
     write_durations(cases)
 

@@ -40,7 +40,7 @@ def kill_when(
             if ready(out.read()):
                 seen = True
                 break
-            time.sleep(0.01)
+            time.sleep(0.05)
         time.sleep(delay if seen else 0)
         landed = seen and proc.poll() is None
         if proc.poll() is None:
