@@ -8,6 +8,7 @@
 #   .zync/jars/s3/      hadoop-aws and the AWS SDK modules, for a lake on S3 (ZYNC_LAKE=s3a://)
 #   .zync/jars/s3proxy/ S3Proxy, the local S3 API server (`zync stack up --s3`, the tests)
 #   .zync/jars/zync/    zync's own Spark functions (jvm/src, compiled with javac against PySpark)
+#   .zync/jars/class-data/ the local Spark driver's class-data archive (Java AppCDS)
 #   .zync/jars/connect/ a Kafka Connect worker; .zync/jars/connect-plugins/ holds Debezium's
 #                       PostgreSQL source and JDBC sink and an Avro converter (the CDC stack)
 #   PostgreSQL          Debian's postgresql-15 (server binaries only: the stack runs its own
@@ -115,6 +116,12 @@ if ! fresh "$JARS/zync" "$jvm_stamp"; then
 else
   say "zync's Spark functions are up to date"
 fi
+
+# 3b. The Spark driver's class-data archive (halves a local driver's start-up) -------------
+# Named by a digest of the Java and the jars: a fresh one is built whenever either changes.
+say "the Spark driver's class-data archive (built once for this Java and these jars)"
+.venv/bin/python -m zync_assets.spark_archive_build > "$ZYNC_DIR/class-data.log" 2>&1 \
+  || { tail -n 20 "$ZYNC_DIR/class-data.log" >&2; die "could not build the Spark class-data archive (log: .zync/class-data.log); re-run scripts/install.sh"; }
 
 # 4. The CDC stack: Kafka Connect, Debezium's connectors, an Avro converter, PostgreSQL --------
 fetch_deps connect scripts/maven/connect.pom.xml

@@ -20,6 +20,7 @@ from zync_assets.errors import ZyncError
 from zync_assets.lake_store import is_object_store, lake_keys, lake_uri, spark_conf_for_lake
 from zync_assets.locations import INSTALL_HINT, jars_dir
 from zync_assets.settings import spark_master
+from zync_assets.spark_archive import dump_options, java_options
 from zync_assets.spark_functions import quiet_query_errors, register_functions
 from zync_assets.spark_jvm import start_driver_jvm
 
@@ -144,8 +145,11 @@ def pins() -> Iterator[Callable[[DataFrame], DataFrame]]:
             unpin(frame)
 
 
-def spark_session(app_name: str = "zync", long_lived: bool = False) -> SparkSession:
-    """The process's SparkSession (created on first use, then shared)."""
+def spark_session(
+    app_name: str = "zync", long_lived: bool = False, dump_class_archive: Path | None = None
+) -> SparkSession:
+    """The process's SparkSession (created on first use, then shared). A local driver maps
+    install's class-data archive (spark_archive); `dump_class_archive` writes one instead."""
     master = spark_master()
     if master.startswith("sc://"):
         from zync_assets.spark_connect import connect_session
@@ -153,7 +157,9 @@ def spark_session(app_name: str = "zync", long_lived: bool = False) -> SparkSess
         return connect_session(master, app_name)
     conf_file = spark_conf_file()
     conf = read_spark_conf(conf_file) if conf_file else {}
+    jars = spark_jars()
     opts = [
+        dump_options(dump_class_archive) if dump_class_archive else java_options(jars),
         f"-Dlog4j2.configurationFile={SPARK_LOG4J2}",
         conf.get("spark.driver.extraJavaOptions", ""),
     ]
@@ -164,7 +170,7 @@ def spark_session(app_name: str = "zync", long_lived: bool = False) -> SparkSess
     conf |= {
         "spark.master": master,
         "spark.app.name": app_name,
-        "spark.jars": ",".join(spark_jars()),
+        "spark.jars": ",".join(jars),
         "spark.driver.extraJavaOptions": " ".join(o for o in opts if o),
     }
     start_driver_jvm(conf)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -35,3 +36,37 @@ def test_variant_keeps_a_missing_field_apart_from_a_null_one(spark) -> None:
     assert (row.a, row.gone, row.a_text, row.n_is_null, row.gone_missing) == (
         1, None, "1", True, True,
     )  # fmt: skip
+
+
+def test_a_local_driver_maps_its_classes_from_installs_archive(tmp_path: Path) -> None:
+    """scripts/install.sh built the class-data archive for this Java and these jars; a
+    `zync` command's driver loads most of its classes from it, not from the jars."""
+    from zync_assets.spark import spark_jars
+    from zync_assets.spark_archive import archive_path
+    from zync_assets_tests.conftest import zync_ok
+
+    archive = archive_path(spark_jars())
+    assert archive is not None and archive.is_file(), f"install built no archive: {archive}"
+    loads = tmp_path / "class-load.log"
+    conf = tmp_path / "spark.conf"
+    conf.write_text(
+        Path("resources/spark.conf").read_text()
+        + f"\nspark.driver.extraJavaOptions -Xlog:class+load=info:file={loads}\n"
+    )
+    env = {**os.environ, "ZYNC_SPARK_CONF": str(conf), "ZYNC_LAKE": str(tmp_path / "lake")}
+    assert zync_ok("query", "SELECT 1 AS x", env=env).strip() == '{"x": 1}'
+    lines = loads.read_text().splitlines()
+    shared = sum("shared objects file (top)" in line for line in lines)
+    assert shared > len(lines) / 2, f"{shared} of {len(lines)} classes from the archive"
+
+
+def test_the_archive_is_named_by_its_java_and_jars(tmp_path: Path) -> None:
+    """A changed jar finds no archive (and the driver starts as before), never a stale one."""
+    from zync_assets.spark_archive import archive_path
+
+    jar = tmp_path / "a.jar"
+    jar.write_bytes(b"one")
+    before = archive_path([str(jar)])
+    jar.write_bytes(b"two, longer")
+    assert archive_path([str(jar)]) != before
+    assert archive_path([str(jar)]) == archive_path([str(jar)])
