@@ -159,7 +159,7 @@ def spark_session(
     conf = read_spark_conf(conf_file) if conf_file else {}
     jars = spark_jars()
     opts = [
-        dump_options(dump_class_archive) if dump_class_archive else java_options(jars),
+        dump_options(dump_class_archive) if dump_class_archive else _archive_options(jars),
         f"-Dlog4j2.configurationFile={SPARK_LOG4J2}",
         conf.get("spark.driver.extraJavaOptions", ""),
     ]
@@ -185,6 +185,11 @@ def spark_session(
     register_functions(session)
     quiet_query_errors()
     return session
+
+
+def _archive_options(jars: list[str]) -> str:
+    """Install's class-data archive for the driver, unless ZYNC_SPARK_CLASS_ARCHIVE=0."""
+    return java_options(jars) if os.environ.get("ZYNC_SPARK_CLASS_ARCHIVE", "1") != "0" else ""
 
 
 # For passes over a few thousand rows, compiling code costs more than it saves: Spark's

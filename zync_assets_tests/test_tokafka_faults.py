@@ -42,20 +42,20 @@ def _kill_once_past(proc: subprocess.Popen, stack: Stack, topic: str, mark: int)
 def test_kill_9_during_a_large_sync_then_resume_sends_each_record_once_in_order(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
-    count, size = 100_000, 4000  # 25 transactions (one partition)
+    count, size = 60_000, 4000  # 15 transactions (one partition)
     write_staging(spark, "Big", topic, count)
     ensure_topic(stack.kafka, topic)
     env = stack.env(ZYNC_LAKE=str(lake))
     command = [ZYNC, "to-kafka", "--pool", "Big", "--transaction-size", str(size)]
     rng = random.Random(11)
-    for attempt in range(3):
+    for attempt in range(2):
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)  # fmt: skip
         if attempt == 0:  # while Spark starts, reads the pool or encodes: nothing sent yet
             time.sleep(rng.uniform(3, 8))
             assert proc.poll() is None
             os.killpg(proc.pid, signal.SIGKILL)
-        else:  # after 1 to 3 more transactions: the one open then is cut short
+        else:  # after 1 to 3 transactions: the one open then is cut short
             mark = _high_water(stack, topic) + rng.randint(1, 3) * size + rng.randint(1, size)
             _kill_once_past(proc, stack, topic, mark)
         proc.wait()
@@ -70,10 +70,10 @@ def test_kill_9_during_a_large_sync_then_resume_sends_each_record_once_in_order(
 def test_a_second_to_kafka_fences_the_first_and_nothing_doubles(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
-    count = 120_000
+    count = 60_000
     write_staging(spark, "Race", topic, count)
     env = stack.env(ZYNC_LAKE=str(lake))
-    command = [ZYNC, "to-kafka", "--pool", "Race", "--transaction-size", "12000"]
+    command = [ZYNC, "to-kafka", "--pool", "Race", "--transaction-size", "6000"]
     first = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -99,7 +99,7 @@ def test_kill_9_while_a_pools_topics_go_together_leaves_whole_transactions_only(
     from bench.together_bench import PER_TOPIC
     from bench.together_bench import write_staging as write_together
 
-    per_topic, size = 40_000, 4000  # 3 kills cut it at most 3 × 1.5 transactions in
+    per_topic, size = 40_000, 4000  # 2 kills cut it at most 2 × 1.5 transactions in
     topics = [f"{topic}_a", f"{topic}_b"]
     write_together(spark, "Both", topics, per_topic, 0, txn=True)
     for name in topics:
@@ -107,7 +107,7 @@ def test_kill_9_while_a_pools_topics_go_together_leaves_whole_transactions_only(
     env = stack.env(ZYNC_LAKE=str(lake))
     command = [ZYNC, "to-kafka", "--pool", "Both", "--transaction-size", str(size)]
     rng = random.Random(7)
-    for _ in range(3):
+    for _ in range(2):
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)  # fmt: skip
         mark = _high_water(stack, topics[0]) + rng.randint(1, 3) * size // 2 + rng.randint(1, 99)
