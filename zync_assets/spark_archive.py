@@ -3,8 +3,8 @@
 A local driver spends most of its start-up loading and verifying the classes of Spark,
 Delta and zync's functions. `scripts/install.sh` runs one small Delta workload with
 `-XX:ArchiveClassesAtExit` (`python -m zync_assets.spark_archive_build`); every later driver
-maps those classes, already parsed and verified, from the archive. Measured on 2 cores
-(`zync query 'SELECT 1'`): 16.3 s and 19 CPU-seconds without it, 8.6 s and 11 with it.
+maps those classes, already parsed and verified, from the archive: a one-pass command
+starts in a little over half the time (bench/startup_bench.py, docs/BENCHMARKS.md).
 
 An archive belongs to one Java and one set of jars, so its file name is a digest of them:
 a new jar or another Java finds no archive and starts as before until install builds one.
