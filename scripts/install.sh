@@ -117,7 +117,7 @@ else
   say "zync's Spark functions are up to date"
 fi
 
-# 3b. The Spark driver's class-data archive (halves a local driver's start-up) -------------
+# 3b. The Spark driver's class-data archive (about 40% off a local driver's start-up) -------------
 # Named by a digest of the Java and the jars: a fresh one is built whenever either changes.
 say "the Spark driver's class-data archive (built once for this Java and these jars)"
 # Only start-up time hangs on it: without one, Spark starts as it did before.
