@@ -5,7 +5,7 @@
 #
 #   scripts/test.sh            lint (ruff), type check (mypy), the whole suite: as CI runs it
 #   scripts/test.sh --fast     the fast tier: every test not marked slow (no fault
-#                              injection, no heavy service, none that took over 30 s)
+#                              injection, no heavy service, none that took over 15 s)
 #
 # Extra arguments go to pytest (e.g. scripts/test.sh -k produce).
 set -euo pipefail

@@ -42,7 +42,7 @@ GROUPED = {
 # A test the last run did not time: by its marks.
 GUESS_S = {"slow": 120.0, "integration": 20.0}
 # A test that took longer than this in the last full run is slow: out of the fast tier.
-SLOW_S = 30.0
+SLOW_S = 15.0
 
 
 def short_id(nodeid: str) -> str:
