@@ -128,33 +128,53 @@ class Pipeline:
     _retry_at: dict[str, float] = field(default_factory=dict)  # what failed → when to retry
     _cleared: set[str] = field(default_factory=set)  # failures this pipeline has cleared
 
-    def pass_once(self, reporter: PipelineReporter) -> PassResult:
+    def pass_once(
+        self, reporter: PipelineReporter, stop_requested: Callable[[], bool] = lambda: False
+    ) -> PassResult:
+        """Each stage in order. Once `stop_requested()` says so, no further stage starts:
+        every stage commits whole, so the pass ends at its last commit and the next run
+        starts from there (a pass over a backlog can take minutes; a stop should not)."""
         result = PassResult()
-        started = self.clock()
-        self._ingest(reporter, result)
-        result.seconds["ingest"], started = self.clock() - started, self.clock()
+        stages: list[tuple[str, Callable[[PipelineReporter, PassResult], bool]]] = [
+            ("ingest", self._ingest),
+            ("etl", self._transform_all),
+            ("to-kafka", self._sync_all),
+            ("tables", self._apply_all_tables),
+            ("maintenance", self._maintain),
+        ]
+        for stage, run in stages:
+            if stop_requested():
+                break
+            started = self.clock()
+            if run(reporter, result):
+                result.seconds[stage] = self.clock() - started
+        reporter.finished()
+        return result
+
+    def _transform_all(self, reporter: PipelineReporter, result: PassResult) -> bool:
         for spec in self.specs:
             if spec.transforms:
                 self._transform(spec, reporter, result)
-        result.seconds["etl"], started = self.clock() - started, self.clock()
+        return True
+
+    def _sync_all(self, reporter: PipelineReporter, result: PassResult) -> bool:
         for spec in self.specs:
             for pool, routes in _routes_by_pool(spec).items():
                 self._sync(spec, pool, routes, reporter, result)
-        result.seconds["to-kafka"], started = self.clock() - started, self.clock()
-        if any(spec.tables for spec in self.specs):
-            for spec in self.specs:
-                self._apply_tables(spec, reporter, result)
-            result.seconds["tables"] = self.clock() - started
-        started = self.clock()
-        if self.maintenance is not None and self._maintain(reporter, result):
-            result.seconds["maintenance"] = self.clock() - started
-        reporter.finished()
-        return result
+        return True
+
+    def _apply_all_tables(self, reporter: PipelineReporter, result: PassResult) -> bool:
+        if not any(spec.tables for spec in self.specs):
+            return False
+        for spec in self.specs:
+            self._apply_tables(spec, reporter, result)
+        return True
 
     def _maintain(self, reporter: PipelineReporter, result: PassResult) -> bool:
         """The upkeep due in the pools and tables this pass committed to (see
         maintenance.py); whether there was any."""
-        assert self.maintenance is not None
+        if self.maintenance is None:
+            return False
         committed = [
             (f"pool {r.pool}", pool_path(r.pool)) for r in result.ingested if r.run is not None
         ]
@@ -187,7 +207,7 @@ class Pipeline:
             )
             return None
 
-    def _ingest(self, reporter: PipelineReporter, result: PassResult) -> None:
+    def _ingest(self, reporter: PipelineReporter, result: PassResult) -> bool:
         formats: dict[str, WireFormat] = {}
         for spec in self.specs:
             formats |= spec.formats()
@@ -200,6 +220,7 @@ class Pipeline:
                 continue
             result.ingested.append(done)
             reporter.ingested(done)
+        return True
 
     def _transform(self, spec: Spec, reporter: PipelineReporter, result: PassResult) -> None:
         seen = tuple(pool_version(pool_path(p)) for p in spec.raw_pools())

@@ -1,4 +1,4 @@
-"""The driver JVM of a local Spark session, started with its stderr passed through a filter.
+"""The driver JVM of a local Spark session, started with its output passed through a filter.
 
 PySpark starts the JVM with the terminal as its stderr, and the JVM writes there before
 any logging configuration can act: `WARNING: Using incubator modules: jdk.incubator.vector`
@@ -6,6 +6,9 @@ any logging configuration can act: `WARNING: Using incubator modules: jdk.incuba
 zync user; everything else the JVM writes (log4j's errors) is passed on as it comes.
 After Python has exited the pipe is closed, so nothing the JVM writes while being torn
 down (e.g. a `Broken pipe` trace from an accumulator update) reaches the terminal.
+The JVM's stdout is not zync's: zync prints its results from Python, and a command's
+stdout may be piped (JSON). What the JVM prints there (Delta's VACUUM counts its files on
+the console) goes to stderr, and that count only with `-v`.
 `zync -v` and ZYNC_DEBUG=1 pass everything.
 """
 
@@ -24,6 +27,8 @@ from zync_assets.settings import verbose
 
 # Lines the JVM writes at start-up that zync's users have no use for.
 JVM_START_NOISE = re.compile(rb"^WARNING: Using incubator modules: ")
+# Lines the JVM prints on its stdout that zync reports in its own words (or not at all).
+JVM_STDOUT_NOISE = re.compile(rb"^Deleted \d+ files and directories in a total of \d+ director")
 
 
 def start_driver_jvm(conf: dict[str, str]) -> None:
@@ -32,19 +37,23 @@ def start_driver_jvm(conf: dict[str, str]) -> None:
     if SparkContext._gateway is not None:  # type: ignore[attr-defined]
         return
     spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
-    gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
-    stderr = gateway.proc.stderr
-    threading.Thread(
-        target=forward_lines, args=(stderr, 2, not verbose()), name="spark-jvm-stderr",
-        daemon=True,
-    ).start()  # fmt: skip
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    gateway = launch_gateway(spark_conf, popen_kwargs=pipes)
+    for source, noise in (
+        (gateway.proc.stdout, JVM_STDOUT_NOISE),
+        (gateway.proc.stderr, JVM_START_NOISE),
+    ):
+        threading.Thread(
+            target=forward_lines, args=(source, 2, None if verbose() else noise),
+            name="spark-jvm-output", daemon=True,
+        ).start()  # fmt: skip
     SparkContext._ensure_initialized(gateway=gateway)  # type: ignore[attr-defined]
 
 
-def forward_lines(source: IO[bytes], fd: int, drop_noise: bool) -> None:
-    """Copy `source`'s lines to file descriptor `fd`, less the start-up noise."""
+def forward_lines(source: IO[bytes], fd: int, noise: re.Pattern[bytes] | None) -> None:
+    """Copy `source`'s lines to file descriptor `fd`, less the lines `noise` matches."""
     for line in iter(source.readline, b""):
-        if drop_noise and JVM_START_NOISE.match(line):
+        if noise is not None and noise.match(line):
             continue
         try:
             os.write(fd, line)

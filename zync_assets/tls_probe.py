@@ -8,7 +8,9 @@ import ssl
 
 
 def speaks_tls(address: str, timeout: float = 2.0) -> bool:
-    """Whether `host:port` completes a TLS handshake (nothing verified, nothing sent)."""
+    """Whether `host:port` answers a TLS handshake: completes it (nothing verified,
+    nothing sent), or refuses it with a TLS alert (a listener that wants a client
+    certificate), rather than closing the connection as a plaintext service does."""
     host, _, port = address.rpartition(":")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
@@ -19,5 +21,7 @@ def speaks_tls(address: str, timeout: float = 2.0) -> bool:
             context.wrap_socket(raw),
         ):
             return True
-    except (OSError, ValueError):  # ssl.SSLError is an OSError
+    except ssl.SSLError as exc:
+        return "ALERT" in str(exc.reason or "").upper()
+    except (OSError, ValueError):
         return False

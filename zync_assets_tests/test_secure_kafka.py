@@ -296,3 +296,17 @@ def test_the_stacks_client_settings_work_from_resources_files(
     consumed = run_zync("consume", "-t", topic, "--from-beginning", "--exit-after", "2s",
                         env=env, cwd=tmp_path)  # fmt: skip
     assert consumed.returncode == 0 and '"id": 1' in consumed.stdout, consumed.stderr
+
+
+def test_the_tls_probe_tells_tls_listeners_from_a_plaintext_one(secured: Stack) -> None:
+    """What picks the advice when a TLS handshake fails: "not this protocol" for a
+    plaintext listener, "check the certificates" for a TLS one, also one that demands a
+    client certificate the probe does not have."""
+    from zync_assets.tls_probe import speaks_tls
+
+    def first(settings: KafkaSettings) -> str:
+        return settings.bootstrap_servers.split(",")[0]
+
+    assert speaks_tls(first(secured.sasl_ssl()))
+    assert speaks_tls(first(secured.mtls()))
+    assert not speaks_tls(f"127.0.0.1:{secured.ports.kafka}")

@@ -151,7 +151,7 @@ def _run(
     failures: dict[str, str] = {}
 
     def pass_once() -> list[PassResult]:
-        result = pipeline.pass_once(reporter)
+        result = pipeline.pass_once(reporter, stop_requested=lambda: stop[0])
         failures.update(result.failures)
         return [result]
 

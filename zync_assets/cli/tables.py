@@ -103,7 +103,8 @@ def changes(name: str, start: int, end: int | None) -> None:
     from zync_assets.query import change_feed
     from zync_assets.spark import spark_session
 
-    for row in change_feed(spark_session(), _existing(name), start, end):
+    path = _existing(name)  # before Spark's start: a wrong name answers at once
+    for row in change_feed(spark_session(), path, start, end):
         click.echo(json.dumps(row, ensure_ascii=False, default=str))
 
 

@@ -51,8 +51,7 @@ def unreachable(
     failure, picks the advice: credentials, certificates, protocol, or address."""
     if cause is not None and (refused := _refusal(settings, cause)) is not None:
         return refused
-    first = settings.bootstrap_servers.split(",")[0].strip()
-    if "SSL" not in settings.security_protocol and speaks_tls(first):
+    if "SSL" not in settings.security_protocol and speaks_tls(_first_address(settings)):
         # A TLS listener drops a plaintext client's first request without a word.
         return ZyncError(
             f"Kafka at {settings.describe()} answers only TLS; set ZYNC_KAFKA_SECURITY_PROTOCOL "
@@ -111,17 +110,29 @@ def _refusal(settings: KafkaSettings, cause: KafkaError) -> ZyncError | None:
             f"{where} refused the credentials ({reason}); check ZYNC_KAFKA_SASL_MECHANISM, "
             "ZYNC_KAFKA_SASL_USERNAME and ZYNC_KAFKA_SASL_PASSWORD (or sasl_* in kafka.json)"
         )
-    if "security.protocol" in reason or "PLAINTEXT broker listener" in reason:
+    tls_failed = cause.code() == KafkaError._SSL or "SSL" in reason
+    # librdkafka names the protocol as the likely cause only sometimes; a listener that
+    # does not complete a TLS handshake of its own settles it ("SSL connection closed by
+    # peer" is a plaintext broker as often as an untrusted certificate).
+    if (
+        "security.protocol" in reason
+        or "PLAINTEXT broker listener" in reason
+        or (tls_failed and not speaks_tls(_first_address(settings)))
+    ):
         return ZyncError(
             f"{where} did not answer in that protocol ({reason}); set "
             "ZYNC_KAFKA_SECURITY_PROTOCOL to what this listener speaks (SSL, SASL_SSL, ...)"
         )
-    if cause.code() == KafkaError._SSL or "SSL" in reason:
+    if tls_failed:
         return ZyncError(
             f"TLS with {where} failed ({reason}); check ZYNC_KAFKA_SSL_CA (the CA that signed "
             "the broker's certificate) and, for mutual TLS, ZYNC_KAFKA_SSL_CERT and _KEY"
         )
     return None
+
+
+def _first_address(settings: KafkaSettings) -> str:
+    return settings.bootstrap_servers.split(",")[0].strip()
 
 
 def _strip_broker_prefix(text: str) -> str:
