@@ -53,7 +53,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         wrong = scheduling.misplaced(item.nodeid, set(getattr(item, "fixturenames", ())))
         if wrong:
             raise pytest.UsageError(wrong)
-        if scheduling.group_of(item.nodeid) or scheduling.slow_by_record(item.nodeid, _RECORDED):
+    marks = {item.nodeid: {m.name for m in item.iter_markers()} for item in items}
+    fast = scheduling.fast_tier([item.nodeid for item in items], marks, _RECORDED)
+    for item in items:
+        if item.nodeid not in fast:
             item.add_marker(pytest.mark.slow)
 
 
