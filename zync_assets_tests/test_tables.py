@@ -230,6 +230,9 @@ def test_history_time_travel_and_the_change_feed_from_the_cli(tables: Tables, la
     assert len(bad.stderr.splitlines()) == 1
     missing = run_zync("table", "history", "nope", env=env)
     assert missing.returncode == 1 and "table 'nope' does not exist" in missing.stderr
+    no_feed = run_zync("table", "changes", "nope", "--from", "1", env=env)
+    assert no_feed.returncode == 1
+    assert no_feed.stderr.strip().endswith(f"table 'nope' does not exist in {lake / '_tables'}")
 
 
 def test_a_delete_is_remembered_for_its_retention_window_then_forgotten(
