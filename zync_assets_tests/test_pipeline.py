@@ -36,11 +36,13 @@ def sink_table(stack: Stack) -> dict:
     return {k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()}
 
 
-def start_pipeline(env: dict[str, str], *extra: str) -> subprocess.Popen:
+def start_pipeline(env: dict[str, str], err: IO[str]) -> subprocess.Popen:
+    """`zync run --follow` on the invoice spec, compacting after every commit; its stderr
+    to `err` (a file, not a pipe: a pipe nobody reads stalls a chatty command)."""
     return subprocess.Popen(
-        [ZYNC, "run", str(INVOICES), "--follow", "--interval", "0.2s", *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        [ZYNC, "run", str(INVOICES), "--follow", "--interval", "0.2s", "--no-dagster",
+         "--compact-every", "1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
     )  # fmt: skip
 
 
@@ -144,26 +146,21 @@ def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
     rng = random.Random(17)
     pairs = 0
     # Both compact after every commit: compaction races both writers and the kills.
-    second = start_pipeline(env, "--no-dagster", "--compact-every", "1")
-    for _round in range(2):  # the first pipeline killed at a random point of its work
-        with tempfile.TemporaryFile("w+") as err:
-            first = subprocess.Popen(
-                [ZYNC, "run", str(INVOICES), "--follow", "--interval", "0.2s", "--no-dagster",
-                 "--compact-every", "1"],
-                env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-            )  # fmt: skip
-            started = partial(_ready_or_gone, first, err)
-            wait_until("spark ready", err, started)
-            for _ in range(3):
-                produce_pairs(stack, range(10_000 + pairs, 10_000 + pairs + 40))
-                pairs += 40
-                time.sleep(rng.uniform(1, 4))
-            assert first.poll() is None, _read(err)  # the kill lands in a live pipeline
-            os.killpg(first.pid, signal.SIGKILL)
-            first.wait()
-    second.send_signal(signal.SIGTERM)  # it stops at its next stage: each commits whole
-    _, err = second.communicate(timeout=300)
-    assert second.returncode == 0, err
+    with tempfile.TemporaryFile("w+") as second_err:
+        second = start_pipeline(env, second_err)
+        for _round in range(2):  # the first pipeline killed at a random point of its work
+            with tempfile.TemporaryFile("w+") as err:
+                first = start_pipeline(env, err)
+                wait_until("spark ready", err, partial(_ready_or_gone, first, err))
+                for _ in range(3):
+                    produce_pairs(stack, range(10_000 + pairs, 10_000 + pairs + 40))
+                    pairs += 40
+                    time.sleep(rng.uniform(1, 4))
+                assert first.poll() is None, _read(err)  # the kill lands in a live pipeline
+                os.killpg(first.pid, signal.SIGKILL)
+                first.wait()
+        second.send_signal(signal.SIGTERM)  # it stops at its next stage: each commits whole
+        assert second.wait(timeout=300) == 0, _read(second_err)
     finish = subprocess.run(
         [ZYNC, "run", str(INVOICES), "--no-dagster", "--compact-every", "1"],
         env=env, capture_output=True, text=True, timeout=300,
