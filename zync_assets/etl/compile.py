@@ -27,6 +27,7 @@ from pyspark.sql.types import BooleanType
 from zync_assets.errors import ZyncError
 from zync_assets.etl.group_sql import check_yields, group_value, run_sql
 from zync_assets.etl.rules import Rule
+from zync_assets.etl.view_sql import check_view_columns, empty_rows, view_sql
 from zync_assets.spark import select_over
 from zync_assets.spec import Spec
 
@@ -143,6 +144,16 @@ class _Checker:
         if problem is not None:
             raise ZyncError(f"{self.spec.path}: transforms[{compiled.number}] sql: {problem}")
 
+    def view(self, rule: Rule) -> None:
+        spark = self.events.sparkSession
+        try:
+            yielded = view_sql(spark, empty_rows(spark, rule), rule)
+        except (ParseException, AnalysisException) as exc:
+            raise self._fail(rule, "sql", exc) from exc
+        problem = check_view_columns(yielded, rule)
+        if problem is not None:
+            raise ZyncError(f"{self.spec.path}: transforms[{rule.number}] sql: {problem}")
+
     def sql(self, rule: Rule) -> None:
         names = ("left", "right") if rule.type == "denorm" else ("in",)
         frame = self.events.select(*(event_struct().alias(n) for n in names))
@@ -169,6 +180,8 @@ def compile_rules(spark: SparkSession, spec: Spec) -> list[CompiledRule]:
         if rule.type == "txn":
             checker.group_by(item)
             checker.group_sql(item)
+        elif rule.type == "view":
+            checker.view(rule)
         else:
             checker.sql(rule)
         compiled.append(item)

@@ -9,7 +9,6 @@ from pyspark.sql import functions as F
 from zync_assets.etl import classify as cl
 from zync_assets.etl.compile import CompiledRule, event_struct, select_outputs
 from zync_assets.etl.gate import TXN, TXN_POS
-from zync_assets.etl.groups import GroupOutputs
 from zync_assets.etl.order import moved_outputs, output_offset, with_effective_position
 from zync_assets.spark import union_all
 from zync_assets.variants import as_variant
@@ -27,10 +26,10 @@ DONE_STATUS = {
 
 def output_records(
     classified: DataFrame, pairs: list[cl.Pairs], rules: list[CompiledRule], run: int,
-    next_offsets: dict[str, int], grouped: GroupOutputs | None = None,
+    next_offsets: dict[str, int], yielded: list[DataFrame] | None = None,
 ) -> DataFrame | None:  # fmt: skip
     """Output records of this pass (None: no rule produced any), numbered per output topic;
-    `grouped`: the `txn` rules' outputs (groups.py)."""
+    `yielded`: the outputs of `txn` and `view` rules (groups.py, views.py)."""
     produced = []
     carry = ["__pos", "__src", TXN]
     for found in pairs:
@@ -61,8 +60,7 @@ def output_records(
         )
         for rule, out in produced
     ]
-    if grouped is not None:
-        parts.append(grouped.frame)
+    parts += yielded or []
     if not parts:
         return None
     outputs = union_all(parts)
@@ -122,7 +120,7 @@ def outputs_per_topic(summary: list[cl.Tally], rules: list[CompiledRule]) -> dic
     per_topic: dict[str, int] = {}
     for row in summary:
         rule = by_number.get(row.rule)
-        if rule is None or rule.rule.type == "txn":  # a group yields what its SQL yields
+        if rule is None or rule.rule.type in ("txn", "view"):  # they yield what their SQL yields
             continue
         counted = (row.status == "paired" and row.topic == rule.rule.left) or (
             row.status == "released"

@@ -33,6 +33,8 @@ class Rule:
     group_by: str | None = None  # txn: the group of an event (None: Debezium's transaction)
     complete_when: str | None = None  # txn: an aggregate, or DEBEZIUM_TRANSACTION
     outs: tuple[str, ...] = ()  # txn: every topic its SQL may yield (`out` is the first)
+    relations: tuple[tuple[str, str], ...] = ()  # view: (name in its SQL, input topic)
+    key: tuple[str, ...] = ()  # view: the output columns that key its rows
 
     @property
     def topics(self) -> tuple[str, ...]:
@@ -40,8 +42,9 @@ class Rule:
 
     @property
     def transactional(self) -> bool:
-        """Its outputs come whole per source transaction or group (a `txn` column)."""
-        return self.gate is not None or self.type == "txn"
+        """Its outputs come whole per source transaction or group (a `txn` column); a
+        view's per pass (the view as of the pass's end)."""
+        return self.gate is not None or self.type in ("txn", "view")
 
     @property
     def output_topics(self) -> tuple[str, ...]:
@@ -52,6 +55,7 @@ RULE_FIELDS = {
     "denorm": {"type", "where", "left", "right", "join-on", "out", "sql", "expire-after", "gate"},
     "stateless": {"type", "where", "in", "out", "sql", "expire-after", "gate"},
     "txn": {"type", "where", "inputs", "group-by", "complete-when", "out", "sql", "expire-after"},
+    "view": {"type", "inputs", "key", "out", "sql", "gate"},
 }
 GATES = ("transaction",)
 DEBEZIUM_TRANSACTION = "debezium-transaction"  # complete-when: Debezium's END and counts
@@ -81,6 +85,7 @@ def parse_rules(path: Path, items: Any, inputs: list, outputs: list) -> list[Rul
     rules = [_parse_rule(path, n, item, *topics) for n, item in enumerate(items, start=1)]
     _check_output_pools(path, rules, outputs)
     _check_gates(path, rules, outputs)
+    _check_views(path, rules)
     return rules
 
 
@@ -91,8 +96,8 @@ def _parse_rule(
         raise _fail(path, number, "", "expected a mapping")
     kind = item.get("type")
     if not isinstance(kind, str) or kind not in RULE_FIELDS:
-        raise _fail(path, number, "type", f"unknown type {kind!r} (denorm, stateless or txn)")
-    takes = {"denorm": "left and right", "stateless": "in", "txn": "inputs"}[kind]
+        raise _fail(path, number, "type", f"unknown type {kind!r} (denorm, stateless, txn or view)")
+    takes = {"denorm": "left and right", "stateless": "in", "txn": "inputs", "view": "inputs"}[kind]
     if kind != "denorm" and ("left" in item or "right" in item):
         raise _fail(path, number, "left/right", f"a {kind} rule takes {takes}, not left/right")
     if kind != "stateless" and "in" in item:
@@ -102,6 +107,8 @@ def _parse_rule(
         raise _fail(path, number, sorted(unknown)[0], f"not a field of a {kind} rule")
     if kind == "txn":
         return _parse_txn(path, number, item, input_topics, output_topics)
+    if kind == "view":
+        return _parse_view(path, number, item, input_topics, output_topics)
     needed = ["left", "right", "join-on"] if kind == "denorm" else ["in"]
     for name in [*needed, "out", "sql"]:
         _text(path, number, item, name)
@@ -182,6 +189,81 @@ def _parse_txn(
         if debezium
         else None,
     )
+
+
+_SQL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _parse_view(
+    path: Path, number: int, item: dict, input_topics: set[str], output_topics: set[str]
+) -> Rule:
+    """A `view` rule: its SQL reads each input as a table of its current rows (etl/views.py);
+    its output is an upsert stream keyed by `key`."""
+    named = item.get("inputs")
+    if not isinstance(named, dict) or not named:
+        raise _fail(
+            path, number, "inputs",
+            "expected a mapping of the names its SQL uses to input topics "
+            "(e.g. {accounts: shop.public.accounts, customers: shop.public.customers})",
+        )  # fmt: skip
+    relations = []
+    for name, topic in named.items():
+        if not isinstance(name, str) or not _SQL_NAME.fullmatch(name):
+            raise _fail(path, number, "inputs", f"{name!r} is not a SQL name (letters, digits, _)")
+        if topic not in input_topics:
+            raise _fail(path, number, "inputs", f"topic {topic!r} is not among the inputs")
+        relations.append((name, topic))
+    if len({t for _, t in relations}) != len(relations):
+        raise _fail(path, number, "inputs", "a topic is listed twice")
+    key = item.get("key")
+    columns = [key] if isinstance(key, str) else key
+    if (
+        not isinstance(columns, list)
+        or not columns
+        or not all(isinstance(c, str) and _SQL_NAME.fullmatch(c) for c in columns)
+    ):
+        raise _fail(path, number, "key", "expected an output column or a list of them")
+    out = _text(path, number, item, "out")
+    if out not in output_topics:
+        raise _fail(path, number, "out", f"topic {out!r} is not among the outputs")
+    gate = item.get("gate")
+    if gate is not None and gate not in GATES:
+        raise _fail(path, number, "gate", f"unknown gate {gate!r} (transaction)")
+    topics = [t for _, t in relations]
+    return Rule(
+        number=number,
+        type="view",
+        out=out,
+        sql=_text(path, number, item, "sql").rstrip(";").strip(),
+        inputs=tuple(topics),
+        relations=tuple(relations),
+        key=tuple(columns),
+        gate=gate,
+        transaction_topic=_transaction_topic(path, number, topics, input_topics) if gate else None,
+    )
+
+
+def _check_views(path: Path, rules: list[Rule]) -> None:
+    """A view owns its inputs and its output: it keeps every change of its inputs as rows,
+    and its output is the difference from what it last sent, so no other rule may take an
+    event of its inputs (the first rule that matches an event takes it) or write its topic."""
+    for view in (r for r in rules if r.type == "view"):
+        for other in rules:
+            if other is view:
+                continue
+            shared = set(other.topics) & set(view.topics)
+            if shared:
+                raise _fail(
+                    path, other.number, "inputs",
+                    f"topic {sorted(shared)[0]!r} is an input of view rule {view.number}: a "
+                    "view takes every event of its inputs, so no other rule can read them",
+                )  # fmt: skip
+            if view.out in other.output_topics:
+                raise _fail(
+                    path, other.number, "out",
+                    f"topic {view.out!r} is the output of view rule {view.number}: a view's "
+                    "output is its own",
+                )  # fmt: skip
 
 
 def _text(path: Path, number: int, item: dict, name: str) -> str:

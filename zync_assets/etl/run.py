@@ -30,8 +30,10 @@ from zync_assets.etl.pending import classified_events, oldest_pending
 from zync_assets.etl.records import DONE_STATUS, done_records, output_records, outputs_per_topic
 from zync_assets.etl.snapshot import new_cursors
 from zync_assets.etl.state import EtlState, read_state, state_metadata
+from zync_assets.etl.views import ViewOutputs, view_outputs
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.pools import pool_path
+from zync_assets.spark import union_all
 from zync_assets.spec import Spec
 
 
@@ -102,16 +104,23 @@ def _run_pool(
                              cursors=snap.state.cursors, note="nothing new to ETL", **seen)  # fmt: skip
         run, attempt = snap.state.run + 1, uuid.uuid4().hex
         per_topic = outputs_per_topic(summary, rules)
-        grouped = group_outputs(classified, rules, spec.path)
-        if grouped is not None:
-            releases.append(grouped.release)
-            for topic, n in grouped.per_topic.items():
+        yielded, states = [], []
+        for made in (
+            group_outputs(classified, rules, spec.path),
+            view_outputs(spark, classified, rules, run, path, spec.path),
+        ):
+            if made is None:
+                continue
+            releases.append(made.release)
+            yielded.append(made.frame)
+            states += [made.state] if isinstance(made, ViewOutputs) else []
+            for topic, n in made.per_topic.items():
                 per_topic[topic] = per_topic.get(topic, 0) + n
         next_offsets = dict(snap.state.next_offsets)
-        outputs = output_records(classified, pairs, rules, run, next_offsets, grouped)
+        outputs = output_records(classified, pairs, rules, run, next_offsets, yielded)
         for topic, n in per_topic.items():
             next_offsets[topic] = next_offsets.get(topic, 0) + n
-        records = done_records(classified, run)
+        records = union_all([done_records(classified, run), *states])
         if outputs is not None:
             records = outputs.unionByName(records, allowMissingColumns=True)  # `txn`
         cursors = new_cursors(summary, snap.raw_end, snap.state)

@@ -1,0 +1,322 @@
+"""What `view` rules yield: the difference between their SQL over their inputs' current
+rows and what they last sent.
+
+A view's SQL reads each input (by the name its rule gives it) as a table of the source
+table's current rows, one row per Kafka key:
+
+    key      VARIANT   the row's Kafka key (the source table's primary key)
+    after    VARIANT   the row as its latest change left it (`after:id::bigint`)
+
+and yields the view's columns; the rule's `key` names the ones that key its rows. Its
+output topic is an upsert stream: a row that is new or changed is sent with its key and
+value, a row that is gone is sent as a tombstone (a NULL value). So the table an upserting
+sink builds from it equals the SQL over the source tables as of the end of the pass
+(with `gate: transaction`, at a source transaction boundary).
+
+Each change sets its row: a create, snapshot read or update to its `after`, a delete or
+a tombstone to nothing; a truncate deletes every row of its table before it; a record
+without an envelope (no `op`) is the row itself. Within a pass the latest change of a
+key wins. The state lives in the staging pool, committed with the pass's outputs and
+done records (kind `view`, `status` the view's output topic): one row per key a pass
+changed, its `value` the row (NULL: deleted). What the view last sent is its own
+output records. A re-sent change sets a row to what it already is: no output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from zync_assets.errors import ZyncError
+from zync_assets.etl.compile import CompiledRule
+from zync_assets.etl.gate import TXN, TXN_POS
+from zync_assets.etl.view_sql import view_sql
+from zync_assets.pools import pool_exists
+from zync_assets.spark import pinned, union_all, unpin
+
+VIEW_KIND = "view"  # the staging pool's `kind` of a view's row versions
+SOURCE_TYPE = "struct<topic: string, partition: int, offset: bigint>"
+
+
+@dataclass(frozen=True)
+class ViewOutputs:
+    """The outputs of a pass's view rules and the row versions to commit with them
+    (both pinned: counted, then written), and how many outputs each topic gets."""
+
+    frame: DataFrame  # __topic, rule, key, value, __pos, __src, __tie, TXN
+    state: DataFrame  # the staging pool's layout, kind `view`
+    per_topic: dict[str, int]
+    kept: list[DataFrame]
+
+    def release(self) -> None:
+        _release(self.kept)
+
+
+def row_image() -> Column:
+    """The row a change leaves (NULL: none). Truncates are handled apart (`_truncated`)."""
+    return (
+        F.when(F.col("value").isNull(), F.lit(None).cast("variant"))
+        .when(F.col("op").isin("c", "r", "u"), F.col("after"))
+        .when(F.col("op").isNull(), F.col("value"))  # no envelope: the record is the row
+        .otherwise(F.lit(None).cast("variant"))
+    )
+
+
+def row_id(key: str = "key") -> Column:
+    """A row's identity within its table: its key as JSON (VARIANTs do not compare)."""
+    return F.to_json(F.col(key))
+
+
+def view_outputs(
+    spark: SparkSession, classified: DataFrame, rules: list[CompiledRule], run: int, path: str,
+    spec_path: object,
+) -> ViewOutputs | None:  # fmt: skip
+    """Run each view rule over this pass's changes of its inputs; None: no view rule."""
+    views = [r for r in rules if r.rule.type == "view"]
+    if not views:
+        return None
+    previous = _staging(spark, path)
+    outputs, states, kept = [], [], []
+    try:
+        for rule in views:
+            changes = pinned(_changes(classified, rule))
+            kept.append(changes)
+            truncated = _tally(changes, rule, spec_path)
+            if truncated is None:
+                continue  # no change of its inputs in this pass: the view is as it was
+            versions = _versions(changes, previous if truncated else None, rule, run)
+            state = pinned(versions)
+            kept.append(state)
+            current = _current_rows(previous, state, rule)
+            yielded = pinned(_evaluate(spark, current, rule))
+            kept.append(yielded)
+            _check_keys(yielded, rule, spec_path)
+            diff = _difference(yielded, _last_sent(previous, rule), rule)
+            outputs.append(_as_outputs(diff, changes, rule, run))
+            states.append(state)
+        if not outputs:
+            _release(kept)
+            return None
+        frame = pinned(union_all(outputs))
+        kept.append(frame)
+        per_topic = {
+            row["__topic"]: row["count"] for row in frame.groupBy("__topic").count().collect()
+        }
+    except BaseException:
+        _release(kept)
+        raise
+    return ViewOutputs(frame, union_all(states), per_topic, kept)
+
+
+def _release(kept: list[DataFrame]) -> None:
+    for each in kept:
+        unpin(each)
+
+
+def _tally(changes: DataFrame, rule: CompiledRule, spec_path: object) -> bool | None:
+    """Whether the pass truncates an input of the view; None: it changes none of them.
+    A change without a Kafka key has no row to set: the pass stops, naming it."""
+    rows = (
+        changes.groupBy("__truncate", F.col("key").isNull().alias("__keyless"))
+        .agg(F.count("*").alias("n"), F.min(F.struct("kafka")).alias("first"))
+        .collect()
+    )
+    for row in rows:
+        if row["__keyless"] and not row["__truncate"]:
+            where = row["first"]["kafka"]
+            raise ZyncError(
+                f"{spec_path}: transforms[{rule.number}]: {row['n']} change(s) of view input "
+                f"{where['topic']} have no Kafka key (first: partition {where['partition']} "
+                f"offset {where['offset']}); a view keeps rows by their key: give the source "
+                "table a primary key (or a message key), or read the topic with another rule"
+            )
+    if not rows:
+        return None
+    return any(row["__truncate"] for row in rows)
+
+
+def _staging(spark: SparkSession, path: str) -> DataFrame | None:
+    return spark.read.format("delta").load(path) if pool_exists(path) else None
+
+
+def _changes(classified: DataFrame, rule: CompiledRule) -> DataFrame:
+    """The pass's changes of the view's inputs, with their row image and source order."""
+    taken = classified.where((F.col("__rule") == rule.number) & (F.col("__status") == "released"))
+    return taken.select(
+        "kafka",
+        "key",
+        row_image().alias("__row"),
+        (F.col("op") == "t").alias("__truncate"),
+        F.coalesce(TXN_POS, "__pos").alias("__at"),  # a transaction's: its END's
+        F.col("__pos"),
+    )
+
+
+def _versions(
+    changes: DataFrame, previous: DataFrame | None, rule: CompiledRule, run: int
+) -> DataFrame:
+    """The row versions this pass commits: per key the latest change's row, and a delete
+    for each row a later truncate of its table removed."""
+    keyed = changes.where(~F.col("__truncate"))
+    latest = Window.partitionBy("kafka.topic", "__id").orderBy(F.col("__pos").desc())
+    last = (
+        keyed.withColumn("__id", row_id())
+        .withColumn("__n", F.row_number().over(latest))
+        .where(F.col("__n") == 1)
+        .select("kafka", "key", "__id", "__row", "__pos")
+    )
+    truncates = (
+        changes.where(F.col("__truncate"))
+        .groupBy(F.col("kafka.topic").alias("__topic"))
+        .agg(F.max(F.struct("__pos", "kafka")).alias("__t"))
+        .select(
+            "__topic", F.col("__t.__pos").alias("__t_pos"), F.col("__t.kafka").alias("__t_kafka")
+        )
+    )
+    kept = last.join(truncates, F.col("kafka.topic") == F.col("__topic"), "left")
+    survives = F.col("__t_pos").isNull() | (F.col("__pos") > F.col("__t_pos"))
+    versions = kept.select(
+        F.when(survives, F.col("kafka")).otherwise(F.col("__t_kafka")).alias("kafka"),
+        "key",
+        F.when(survives, F.col("__row")).alias("value"),
+    )
+    if previous is not None:  # rows of earlier passes a truncate removed, unless set again
+        earlier = _current_rows_before(previous, rule).select("kafka.topic", "key", "__id")
+        gone = (
+            earlier.join(truncates, F.col("topic") == F.col("__topic"))
+            .join(
+                last.select(F.col("kafka.topic").alias("topic"), "__id"),
+                ["topic", "__id"],
+                "left_anti",
+            )
+            .select(
+                F.col("__t_kafka").alias("kafka"), "key", F.lit(None).cast("variant").alias("value")
+            )
+        )
+        versions = versions.unionByName(gone)
+    return versions.select(
+        F.lit(VIEW_KIND).alias("kind"),
+        "kafka",
+        "key",
+        "value",
+        F.lit(rule.rule.out).alias("status"),
+        F.lit(rule.number).cast("int").alias("rule"),
+        F.lit(run).cast("long").alias("run"),
+        F.lit(None).cast(SOURCE_TYPE).alias("source"),
+    )
+
+
+def _current_rows_before(previous: DataFrame, rule: CompiledRule) -> DataFrame:
+    """Each input row of the view as the committed passes left it (deleted rows too)."""
+    mine = previous.where((F.col("kind") == VIEW_KIND) & (F.col("status") == rule.rule.out))
+    newest = Window.partitionBy("kafka.topic", "__id").orderBy(
+        F.col("run").desc(), F.col("kafka.offset").desc()
+    )
+    return (
+        mine.withColumn("__id", row_id())
+        .withColumn("__n", F.row_number().over(newest))
+        .where(F.col("__n") == 1)
+        .drop("__n")
+    )
+
+
+def _current_rows(previous: DataFrame | None, state: DataFrame, rule: CompiledRule) -> DataFrame:
+    """Each input's current rows after this pass: kafka.topic, key, value (not NULL)."""
+    now = state.select("kafka", "key", "value", row_id().alias("__id"))
+    if previous is not None:
+        before = _current_rows_before(previous, rule).select("kafka", "key", "value", "__id")
+        changed = now.select(F.col("kafka.topic").alias("__topic"), F.col("__id").alias("__now"))
+        untouched = before.join(
+            changed,
+            (F.col("kafka.topic") == F.col("__topic")) & (F.col("__id") == F.col("__now")),
+            "left_anti",
+        )
+        now = untouched.unionByName(now)
+    return now.where(F.col("value").isNotNull())
+
+
+def _evaluate(spark: SparkSession, current: DataFrame, rule: CompiledRule) -> DataFrame:
+    """The rule's SQL over the current rows: `__key` and `__value` (JSON of the key and of
+    the whole row, to compare) besides `key` and `value` (structs)."""
+    rows = {
+        topic: current.where(F.col("kafka.topic") == topic).select(
+            "key", F.col("value").alias("after")
+        )
+        for _, topic in rule.rule.relations
+    }
+    yielded = view_sql(spark, rows, rule.rule)
+    columns = yielded.columns  # compile_rules checked that the key is among them
+    key = F.struct(*(F.col(c) for c in rule.rule.key))
+    value = F.struct(*(F.col(f"`{c}`") for c in columns))
+    return yielded.select(
+        F.to_variant_object(key).alias("key"), F.to_variant_object(value).alias("value")
+    ).select("key", "value", row_id().alias("__key"), F.to_json("value").alias("__value"))
+
+
+def _check_keys(yielded: DataFrame, rule: CompiledRule, spec_path: object) -> None:
+    twice = yielded.groupBy("__key").count().where(F.col("count") > 1).limit(1).collect()
+    if twice:
+        raise ZyncError(
+            f"{spec_path}: transforms[{rule.number}] key: the view yields {twice[0]['count']} "
+            f"rows with key {twice[0]['__key']}; its key ({', '.join(rule.rule.key)}) must name "
+            "one row: add the columns that tell them apart (e.g. each joined table's key)"
+        )
+
+
+def _last_sent(previous: DataFrame | None, rule: CompiledRule) -> DataFrame | None:
+    """The view's rows as its output records left them: per key the latest, unless a
+    tombstone."""
+    if previous is None:
+        return None
+    mine = previous.where((F.col("kind") == "output") & (F.col("kafka.topic") == rule.rule.out))
+    newest = Window.partitionBy("__key").orderBy(F.col("__offset").desc())
+    return (
+        mine.select(
+            "key", "value", row_id().alias("__key"), F.col("kafka.offset").alias("__offset")
+        )
+        .withColumn("__n", F.row_number().over(newest))
+        .where((F.col("__n") == 1) & F.col("value").isNotNull())
+        .select("key", "__key", F.to_json("value").alias("__value"))
+    )
+
+
+def _difference(yielded: DataFrame, sent: DataFrame | None, rule: CompiledRule) -> DataFrame:
+    """Upserts of new or changed rows, tombstones of rows gone: key, value."""
+    if sent is None:
+        return yielded.select("key", "value", "__key")
+    old = sent.select(
+        F.col("key").alias("__old_key"), "__key", F.col("__value").alias("__old_value")
+    )
+    both = yielded.join(old, "__key", "full_outer")
+    changed = (
+        F.col("__value").isNull()
+        | F.col("__old_value").isNull()
+        | (F.col("__value") != F.col("__old_value"))
+    )
+    return both.where(changed).select(
+        F.coalesce("key", "__old_key").alias("key"), F.col("value"), "__key"
+    )
+
+
+def _as_outputs(diff: DataFrame, changes: DataFrame, rule: CompiledRule, run: int) -> DataFrame:
+    """The difference as output records of the pass: all at the position of its last
+    change, in key order, and one unit for to-kafka (one Kafka transaction): the view as
+    of the pass's end, never half of the way there."""
+    last = changes.agg(F.max(F.struct("__at", "kafka")).alias("__last"))
+    at = F.col("__last.__at")
+    src = F.col("__last.kafka")
+    return diff.crossJoin(last).select(
+        F.lit(rule.rule.out).alias("__topic"),
+        F.lit(rule.number).alias("rule"),
+        "key",
+        "value",
+        at.alias("__pos"),
+        F.struct(
+            src.topic.alias("topic"), src.partition.alias("partition"),
+            src.offset.alias("offset"), src.timestamp.alias("timestamp"),
+        ).alias("__src"),
+        F.col("__key").alias("__tie"),
+        F.lit(f"view {rule.rule.out}\u0000run {run}").alias(TXN),
+    )  # fmt: skip
