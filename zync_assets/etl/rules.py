@@ -244,15 +244,16 @@ def _parse_view(
 
 
 def _check_views(path: Path, rules: list[Rule]) -> None:
-    """A view owns its inputs and its output: it keeps every change of its inputs as rows,
-    and its output is the difference from what it last sent, so no other rule may take an
-    event of its inputs (the first rule that matches an event takes it) or write its topic."""
+    """A view owns its output and shares its inputs with views only: it keeps every change
+    of its inputs as rows, and its output is the difference from what it last sent, so no
+    other kind of rule may take an event of its inputs (the first rule that matches an
+    event takes it; views read what any view took) or write its topic."""
     for view in (r for r in rules if r.type == "view"):
         for other in rules:
             if other is view:
                 continue
             shared = set(other.topics) & set(view.topics)
-            if shared:
+            if shared and other.type != "view":
                 raise _fail(
                     path, other.number, "inputs",
                     f"topic {sorted(shared)[0]!r} is an input of view rule {view.number}: a "

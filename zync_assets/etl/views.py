@@ -80,8 +80,9 @@ def view_outputs(
     previous = _staging(spark, path)
     outputs, states, kept = [], [], []
     try:
+        taken = [v.number for v in views]
         for rule in views:
-            changes = pinned(_changes(classified, rule))
+            changes = pinned(_changes(classified, rule, taken))
             kept.append(changes)
             truncated = _tally(changes, rule, spec_path)
             if truncated is None:
@@ -141,9 +142,14 @@ def _staging(spark: SparkSession, path: str) -> DataFrame | None:
     return spark.read.format("delta").load(path) if pool_exists(path) else None
 
 
-def _changes(classified: DataFrame, rule: CompiledRule) -> DataFrame:
-    """The pass's changes of the view's inputs, with their row image and source order."""
-    taken = classified.where((F.col("__rule") == rule.number) & (F.col("__status") == "released"))
+def _changes(classified: DataFrame, rule: CompiledRule, views: list[int]) -> DataFrame:
+    """The pass's changes of the view's inputs, with their row image and source order.
+    Views may share inputs: an event is routed to the first of them, and each reads it."""
+    taken = classified.where(
+        F.col("kafka.topic").isin(list(rule.topics))
+        & F.col("__rule").isin(views)
+        & (F.col("__status") == "released")
+    )
     return taken.select(
         "kafka",
         "key",
