@@ -6,9 +6,12 @@ PostgreSQL, wired with `zync stack connector source|sink` as docs/debezium.md sa
 MicroDuration, Decimal, VariableScaleDecimal, Json, Uuid, Enum, Bits, bytea, arrays);
 `customers` has a `date` and a TOASTed `text` column under the default replica identity,
 so an update that leaves it alone carries Debezium's placeholder. One spec keeps three
-lake tables (SCD1 and SCD2 of customers, SCD1 of typed) and copies `typed` to the
-warehouse through a rule. After the workload each lake table equals its source table,
-column by column, and so does the warehouse's copy of `typed`.
+lake tables (SCD1 and SCD2 of customers, SCD1 of typed), copies `typed` to the
+warehouse through a rule, and keeps a view of accounts with their customer's columns
+(one-to-many, a primary-key update, customer changes reaching their accounts, a deleted
+customer). After the workload each lake table equals its source table, column by column,
+the warehouse's copy of `typed` equals `typed`, and the warehouse's view equals the view's
+query run in the source database.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ CREATE TABLE customers (
     tier text NOT NULL
 );
 ALTER TABLE customers ALTER COLUMN bio SET STORAGE EXTERNAL;  -- out of line, uncompressed
+CREATE TABLE accounts (id bigint PRIMARY KEY, balance numeric(10, 2), customer_id bigint);
 CREATE TABLE typed (
     id bigint PRIMARY KEY,
     d date, t0 time(0), t6 time(6), tz timetz, ts3 timestamp(3), ts6 timestamp(6),
@@ -90,19 +94,33 @@ def insert_typed(conn: psycopg.Connection, i: int) -> None:
     )
 
 
+# The view, and the same query in the source database (the reference).
+VIEW_SQL = """SELECT a.after:id::bigint AS id, a.after:balance::decimal(10, 2) AS balance,
+       c.after:name::string AS customer, c.after:tier::string AS tier
+FROM a LEFT JOIN c ON a.after:customer_id::bigint = c.after:id::bigint"""
+VIEW_IN_SOURCE = """SELECT a.id, a.balance, c.name, c.tier
+FROM accounts a LEFT JOIN customers c ON a.customer_id = c.id ORDER BY a.id"""
+
+
 def spec_text(chain: Chain, fmt: str) -> str:
     p = chain.name
     spec = {
         "inputs": [
             {"topic": f"{p}.public.customers", "pool": f"{p}_raw", "format": fmt},
             {"topic": f"{p}.public.typed", "pool": f"{p}_raw", "format": fmt},
+            {"topic": f"{p}.public.accounts", "pool": f"{p}_raw", "format": fmt},
         ],
-        "outputs": [{"topic": f"{p}_typed", "pool": f"{p}_staging", "format": fmt}],
+        "outputs": [
+            {"topic": f"{p}_typed", "pool": f"{p}_staging", "format": fmt},
+            {"topic": f"{p}_accounts", "pool": f"{p}_staging", "format": fmt},
+        ],
         "transforms": [
             {"type": "stateless", "where": "op IN ('c', 'r', 'u')", "in": f"{p}.public.typed",
              "out": f"{p}_typed", "sql": f"in.key AS key, named_struct({WAREHOUSE_ROW}) AS value"},
             {"type": "stateless", "where": "op = 'd'", "in": f"{p}.public.typed",
              "out": f"{p}_typed", "sql": "in.key AS key, NULL AS value"},
+            {"type": "view", "inputs": {"a": f"{p}.public.accounts", "c": f"{p}.public.customers"},
+             "key": "id", "out": f"{p}_accounts", "sql": VIEW_SQL},
         ],
         "tables": [
             {"name": f"{p}_customers", "source": f"{p}.public.customers", "keys": ["id"],
@@ -127,8 +145,12 @@ def workload(chain: Chain) -> dict[int, str]:
             )
         for i in (1, 2, 3):
             insert_typed(conn, i)
+        for account, customer in ((101, 1), (102, 1), (103, 2), (104, 3), (105, 9)):
+            conn.execute("INSERT INTO accounts VALUES (%s, %s, %s)",
+                         [account, Decimal(account) / 4, customer])  # fmt: skip
     with chain.source() as conn, conn.transaction():  # bio untouched: the placeholder
         conn.execute("UPDATE customers SET tier = 'gold' WHERE id IN (1, 2)")
+        conn.execute("UPDATE accounts SET id = 9102 WHERE id = 102")  # a key update
         conn.execute("UPDATE typed SET n = n + 1, jb = '{\"k\": 99}' WHERE id = 2")
     with chain.source() as conn, conn.transaction():
         bios[2] = secrets.token_hex(10_000)
@@ -136,6 +158,7 @@ def workload(chain: Chain) -> dict[int, str]:
         conn.execute("UPDATE customers SET tier = 'platinum', signup = '2021-02-03' WHERE id = 1")
         conn.execute("DELETE FROM customers WHERE id = 3")
         conn.execute("DELETE FROM typed WHERE id = 3")
+        conn.execute("UPDATE accounts SET customer_id = 2 WHERE id = 101")
     return bios
 
 
@@ -221,13 +244,14 @@ def test_a_users_schema_with_every_semantic_type_and_a_toasted_column(
     ]  # fmt: skip
     source = run_zync(
         "stack", "connector", "source", f"{chain.name}-source", "--database", chain.name,
-        "--tables", "public.customers,public.typed", "--topic-prefix", chain.name, *ports,
+        "--tables", "public.customers,public.typed,public.accounts", "--topic-prefix",
+        chain.name, *ports,
     )  # fmt: skip
     assert source.returncode == 0, source.stderr
     assert f"{chain.name}.public.customers" in source.stdout
     sink = run_zync(
-        "stack", "connector", "sink", f"{chain.name}-sink", "--topics", f"{chain.name}_typed",
-        *ports,
+        "stack", "connector", "sink", f"{chain.name}-sink", "--topics",
+        f"{chain.name}_typed,{chain.name}_accounts", *ports,
     )  # fmt: skip
     assert sink.returncode == 0, sink.stderr
     bios = workload(chain)
@@ -253,6 +277,30 @@ def test_a_users_schema_with_every_semantic_type_and_a_toasted_column(
         for column, a, b in zip(TYPED_COLUMNS, got, want, strict=True):
             assert a == b, (column, a, b)
     assert_warehouse_equals_source(chain)
+    assert_warehouse_view_equals_its_query(chain)
+
+
+def assert_warehouse_view_equals_its_query(chain: Chain, timeout: float = 60) -> None:
+    """The sink's table of the view's topic equals the view's query over the source."""
+    with chain.source() as conn:
+        want = [tuple(r) for r in conn.execute(VIEW_IN_SOURCE)]
+    assert want == [  # the workload did what it says
+        (101, Decimal("25.25"), "c2", "gold"), (103, Decimal("25.75"), "c2", "gold"),
+        (104, Decimal("26.00"), None, None), (105, Decimal("26.25"), None, None),
+        (9102, Decimal("25.50"), "c1", "platinum"),
+    ]  # fmt: skip
+    query = f"SELECT id, balance, customer, tier FROM {chain.name}_accounts ORDER BY id"
+    deadline, got = time.monotonic() + timeout, list[tuple]()
+    while time.monotonic() < deadline:
+        with chain.warehouse() as conn:
+            try:
+                got = [tuple(r) for r in conn.execute(query)]
+            except psycopg.errors.UndefinedTable:
+                got = []
+        if got == want:
+            return
+        time.sleep(1)
+    assert got == want
 
 
 def warehouse_typed(chain: Chain) -> list[tuple]:

@@ -12,6 +12,7 @@ import pytest
 
 from zync_assets.errors import ZyncError
 from zync_assets.etl.compile import compile_rules
+from zync_assets.etl.report import explain_spec
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import pool_path
 from zync_assets.spec import load_spec
@@ -111,6 +112,10 @@ def test_a_view_equals_its_query_over_current_rows_through_every_kind_of_change(
     # The view's row versions live in its staging pool, committed with its outputs.
     staging = spark.read.format("delta").load(pool_path(f"{src.p}_staging"))
     assert staging.where("kind = 'view'").count() > 0
+    explained = explain_spec(spark, load_spec(spec)).splitlines()
+    assert f"rule 1: view → {src.p}_view" in explained
+    assert (f"  inputs a = {src.p}.accounts, c = {src.p}.customers: each a table of its "
+            "current rows (key, after)") in explained  # fmt: skip
 
 
 def bad_view(folder: Path, rule: str) -> Path:

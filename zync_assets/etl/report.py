@@ -38,6 +38,11 @@ def explain_spec(spark: SparkSession, spec: Spec) -> str:
                 lines.append(f"  a group is transformed once, when {r.complete_when} holds"
                              + (f"; open groups expire after {r.expire_after}"
                                 if r.expire_after else ""))  # fmt: skip
+        elif r.type == "view":
+            named = ", ".join(f"{name} = {topic}" for name, topic in r.relations)
+            lines.append(f"  inputs {named}: each a table of its current rows (key, after)")
+            lines.append(f"  keyed by {', '.join(r.key)}; sends each row that is new or changed "
+                         "and a tombstone for each row gone, once per pass")  # fmt: skip
         else:
             lines.append(f"  in {r.input}")
         if r.gate:
