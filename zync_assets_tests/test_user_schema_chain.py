@@ -96,9 +96,10 @@ def insert_typed(conn: psycopg.Connection, i: int) -> None:
 
 # The view, and the same query in the source database (the reference).
 VIEW_SQL = """SELECT a.after:id::bigint AS id, a.after:balance::decimal(10, 2) AS balance,
-       c.after:name::string AS customer, c.after:tier::string AS tier
+       c.after:name::string AS customer, c.after:tier::string AS tier,
+       md5(c.after:bio::string) AS bio_md5
 FROM a LEFT JOIN c ON a.after:customer_id::bigint = c.after:id::bigint"""
-VIEW_IN_SOURCE = """SELECT a.id, a.balance, c.name, c.tier
+VIEW_IN_SOURCE = """SELECT a.id, a.balance, c.name, c.tier, md5(c.bio)
 FROM accounts a LEFT JOIN customers c ON a.customer_id = c.id ORDER BY a.id"""
 
 
@@ -284,12 +285,13 @@ def assert_warehouse_view_equals_its_query(chain: Chain, timeout: float = 60) ->
     """The sink's table of the view's topic equals the view's query over the source."""
     with chain.source() as conn:
         want = [tuple(r) for r in conn.execute(VIEW_IN_SOURCE)]
-    assert want == [  # the workload did what it says
+    assert [r[:4] for r in want] == [  # the workload did what it says
         (101, Decimal("25.25"), "c2", "gold"), (103, Decimal("25.75"), "c2", "gold"),
         (104, Decimal("26.00"), None, None), (105, Decimal("26.25"), None, None),
         (9102, Decimal("25.50"), "c1", "platinum"),
     ]  # fmt: skip
-    query = f"SELECT id, balance, customer, tier FROM {chain.name}_accounts ORDER BY id"
+    # c1's bio was left out (TOAST) by both of its updates: the view kept it.
+    query = f"SELECT id, balance, customer, tier, bio_md5 FROM {chain.name}_accounts ORDER BY id"
     deadline, got = time.monotonic() + timeout, list[tuple]()
     while time.monotonic() < deadline:
         with chain.warehouse() as conn:

@@ -20,6 +20,7 @@ TABLES = {
     "customers": ("id", "name", "tier"),
 }
 PARTITIONS = {"accounts": 3, "customers": 2}
+PLACEHOLDER = "__debezium_unavailable_value"  # Debezium's, for an unchanged TOASTed column
 
 
 class Source:
@@ -52,6 +53,14 @@ class Source:
         self.rows[table][row["id"]] = row
         op = "u" if before else "c"
         self._send(table, {"id": row["id"]}, {"op": op, "before": before, "after": row})
+
+    def upsert_leaving_out(self, table: str, row: dict, column: str) -> None:
+        """An update that leaves TOASTed `column` as it was: Debezium sends its placeholder
+        (PostgreSQL's default replica identity)."""
+        before = self.rows[table][row["id"]]
+        self.rows[table][row["id"]] = dict(row, **{column: before[column]})
+        after = dict(row, **{column: PLACEHOLDER})
+        self._send(table, {"id": row["id"]}, {"op": "u", "before": None, "after": after})
 
     def delete(self, table: str, row_id: int) -> None:
         before = self.rows[table].pop(row_id)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from zync_assets.debezium import is_unavailable
 from zync_assets.errors import ZyncError
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import TXN, TXN_POS
@@ -87,7 +88,7 @@ def view_outputs(
             truncated = _tally(changes, rule, spec_path)
             if truncated is None:
                 continue  # no change of its inputs in this pass: the view is as it was
-            versions = _versions(changes, previous if truncated else None, rule, run)
+            versions = _versions(changes, previous, truncated, rule, run)
             state = pinned(versions)
             kept.append(state)
             current = _current_rows(previous, state, rule)
@@ -161,18 +162,11 @@ def _changes(classified: DataFrame, rule: CompiledRule, views: list[int]) -> Dat
 
 
 def _versions(
-    changes: DataFrame, previous: DataFrame | None, rule: CompiledRule, run: int
+    changes: DataFrame, previous: DataFrame | None, truncated: bool, rule: CompiledRule, run: int
 ) -> DataFrame:
     """The row versions this pass commits: per key the latest change's row, and a delete
     for each row a later truncate of its table removed."""
-    keyed = changes.where(~F.col("__truncate"))
-    latest = Window.partitionBy("kafka.topic", "__id").orderBy(F.col("__pos").desc())
-    last = (
-        keyed.withColumn("__id", row_id())
-        .withColumn("__n", F.row_number().over(latest))
-        .where(F.col("__n") == 1)
-        .select("kafka", "key", "__id", "__row", "__pos")
-    )
+    last = _latest(changes.where(~F.col("__truncate")), previous, rule)
     truncates = (
         changes.where(F.col("__truncate"))
         .groupBy(F.col("kafka.topic").alias("__topic"))
@@ -188,7 +182,7 @@ def _versions(
         "key",
         F.when(survives, F.col("__row")).alias("value"),
     )
-    if previous is not None:  # rows of earlier passes a truncate removed, unless set again
+    if truncated and previous is not None:  # earlier rows a truncate removed, unless set again
         earlier = _current_rows_before(previous, rule).select("kafka.topic", "key", "__id")
         gone = (
             earlier.join(truncates, F.col("topic") == F.col("__topic"))
@@ -212,6 +206,60 @@ def _versions(
         F.lit(run).cast("long").alias("run"),
         F.lit(None).cast(SOURCE_TYPE).alias("source"),
     )
+
+
+ROW_FIELDS = "map<string, variant>"
+
+
+def _latest(keyed: DataFrame, previous: DataFrame | None, rule: CompiledRule) -> DataFrame:
+    """Per key, its latest change in the pass: kafka, key, __id, __row, __pos. A column the
+    change left out (Debezium's TOAST placeholder: unchanged, not sent) takes its value
+    from the key's newest earlier change that carried it, in this pass or before."""
+    changes = F.array_sort(
+        F.collect_list(F.struct("__pos", "kafka", "key", "__row")),
+        lambda a, b: (
+            F.when(a["__pos"] < b["__pos"], -1).when(a["__pos"] > b["__pos"], 1).otherwise(0)
+        ),
+    )
+    grouped = (
+        keyed.withColumn("__id", row_id())
+        .groupBy(F.col("kafka.topic").alias("__topic"), "__id")
+        .agg(changes.alias("__changes"))
+    )
+    start = F.lit(None).cast(ROW_FIELDS)
+    if previous is not None:
+        committed = _current_rows_before(previous, rule).select(
+            F.col("kafka.topic").alias("__topic"), "__id", _fields(F.col("value")).alias("__before")
+        )
+        grouped = grouped.join(committed, ["__topic", "__id"], "left")
+        start = F.col("__before")
+    filled = F.aggregate("__changes", start, lambda known, c: _filled(c["__row"], known))
+    last = F.element_at("__changes", -1)
+    left_out = F.exists(F.map_values(_fields(last["__row"])), lambda v: is_unavailable(v, "$"))
+    return grouped.select(
+        last["kafka"].alias("kafka"),
+        last["key"].alias("key"),
+        "__id",
+        F.when(F.coalesce(left_out, F.lit(False)), F.to_variant_object(filled))
+        .otherwise(last["__row"])
+        .alias("__row"),
+        last["__pos"].alias("__pos"),
+    )
+
+
+def _fields(row: Column) -> Column:
+    return F.try_variant_get(row, "$", ROW_FIELDS)
+
+
+def _filled(row: Column, known: Column) -> Column:
+    """A row's fields, each placeholder replaced by the value in `known` (if any)."""
+    fields = F.transform_values(
+        _fields(row),
+        lambda name, v: F.when(
+            is_unavailable(v, "$") & known[name].isNotNull(), known[name]
+        ).otherwise(v),
+    )
+    return F.when(row.isNull(), F.lit(None).cast(ROW_FIELDS)).otherwise(fields)
 
 
 def _current_rows_before(previous: DataFrame, rule: CompiledRule) -> DataFrame:
