@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +69,16 @@ class Spec:
         rules = self.rules_of(pool)
         topics = (t for r in rules for t in (*r.topics, r.transaction_topic) if t)
         return list(dict.fromkeys(topics))
+
+    def require_views(self, topics: Iterable[str]) -> None:
+        """Fail unless a view rule writes each of `topics`."""
+        views = [r.out for r in self.transforms if r.type == "view"]
+        unknown = sorted(set(topics) - set(views))
+        if unknown:
+            raise SpecError(
+                f"{self.path}: no view writes {', '.join(unknown)}; its views write: "
+                f"{', '.join(views) or 'nothing (it has no view rule)'}"
+            )
 
     def formats(self) -> dict[str, WireFormat]:
         """topic -> its wire format, inputs and outputs."""

@@ -349,3 +349,20 @@ def test_a_pools_topics_sent_together_are_one_multi_asset(
         records = read_topic(stack, topic, decode=False)
         assert sorted(json.loads(r.value)["payload"]["txn"] for r in records) == [1, 2]
     assert_sent_together(stack, [f"{p}_a", f"{p}_b"])
+
+
+def test_a_views_lineage_runs_from_its_inputs_raw_pool_to_its_topic(tmp_path: Path) -> None:
+    spec = tmp_path / "v.yaml"
+    spec.write_text(
+        "inputs:\n  - {topic: acc, pool: VR}\n  - {topic: cus, pool: VR}\n"
+        "outputs:\n  - {topic: view_out, pool: VS}\n"
+        "transforms:\n  - type: view\n    inputs: {a: acc, c: cus}\n    key: id\n"
+        "    out: view_out\n    sql: SELECT a.after:id::bigint AS id FROM a\n"
+    )
+    defs = build_definitions([load_spec(spec)])
+    graph = defs.resolve_asset_graph()
+    selection = defs.get_sensor_def("raw_VR_kafka_sensor").asset_selection
+    carried = {k.to_user_string() for k in selection.resolve(graph)}
+    assert carried == {"raw/VR", "staging/VS", "done/VS", "kafka/view_out"}
+    staging = defs.get_assets_def(AssetKey(["staging", "VS"]))
+    assert AssetKey(["raw", "VR"]) in staging.dependency_keys

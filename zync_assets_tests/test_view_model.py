@@ -31,7 +31,7 @@ from zync_assets_tests.conftest import Stack
 from zync_assets_tests.test_transactions import etl_pass
 from zync_assets_tests.view_source import Source, sink_table
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SEED = int(os.environ.get("ZYNC_VIEW_MODEL_SEED", "0"))
 CASES = int(os.environ.get("ZYNC_VIEW_MODEL_CASES", "1000"))

@@ -13,11 +13,12 @@ import pytest
 from zync_assets.errors import ZyncError
 from zync_assets.etl.compile import compile_rules
 from zync_assets.etl.report import explain_spec
+from zync_assets.etl.run import run_etl
 from zync_assets.kafka.registry import Registry
 from zync_assets.pools import pool_path
 from zync_assets.spec import load_spec
 from zync_assets.tokafka.sync import sync_pool
-from zync_assets_tests.conftest import Stack
+from zync_assets_tests.conftest import Stack, run_zync
 from zync_assets_tests.test_transactions import etl_pass
 from zync_assets_tests.view_source import Source, records_in, sink_table
 
@@ -125,6 +126,63 @@ def test_a_view_equals_its_query_over_current_rows_through_every_kind_of_change(
     assert f"rule 1: view → {src.p}_view" in explained
     assert (f"  inputs a = {src.p}.accounts, c = {src.p}.customers: each a table of its "
             "current rows (key, after)") in explained  # fmt: skip
+
+
+# Before the view: stateless rules copy both inputs out of the same staging pool, so that
+# pool's cursors have moved past the events the view is then added over.
+COPY_SPEC = """
+inputs:
+  - {{topic: {p}.accounts, pool: {p}_raw, format: json}}
+  - {{topic: {p}.customers, pool: {p}_raw, format: json}}
+outputs:
+  - {{topic: {p}_copy, pool: {p}_staging, format: json}}
+transforms:
+  - {{type: stateless, in: {p}.accounts, out: {p}_copy, sql: "in.key AS key, in.after AS value"}}
+  - {{type: stateless, in: {p}.customers, out: {p}_copy, sql: "in.key AS key, in.after AS value"}}
+"""
+
+
+def test_a_view_added_over_history_starts_from_all_of_it_and_a_rebuild_sends_the_difference(
+    spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path
+) -> None:
+    src = Source(stack, f"vh{uuid.uuid4().hex[:6]}")
+    spec = tmp_path / "v.yaml"
+    spec.write_text(COPY_SPEC.format(p=src.p))
+    src.upsert("customers", {"id": 1, "name": "ann", "tier": "gold"})
+    for account in (101, 102):
+        src.upsert("accounts", {"id": account, "balance": account, "customer_id": 1})
+    src.upsert("accounts", {"id": 103, "balance": 3, "customer_id": 7})
+    src.flush()
+    assert etl_pass(spark, stack, registry, spec).done == 4
+    # The spec now has the view instead: it starts from the whole history, not the cursors.
+    spec.write_text(VIEW_SPEC.format(p=src.p))
+    src.upsert("accounts", {"id": 104, "balance": 4, "customer_id": 1})
+    assert sorted(step(spark, stack, registry, spec, src)) == [101, 102, 103, 104]
+
+    # A rebuild of a view that is right sends nothing.
+    sent = records_in(stack, f"{src.p}_view")
+    [rebuilt] = run_etl(spark, load_spec(spec), rebuild=frozenset({f"{src.p}_view"}))
+    assert rebuilt.run is not None and rebuilt.outputs == {}
+    sync_pool(spark, f"{src.p}_staging", stack.kafka, registry, default_format="json")
+    assert records_in(stack, f"{src.p}_view") == sent
+    # After its SQL changed, a rebuild sends the rows that differ, and only those.
+    spec.write_text(VIEW_SPEC.format(p=src.p).replace("upper(", "lower("))
+    [rebuilt] = run_etl(spark, load_spec(spec), rebuild=frozenset({f"{src.p}_view"}))
+    assert rebuilt.outputs == {f"{src.p}_view": 3}  # 103 has no customer: no tier to change
+    sync_pool(spark, f"{src.p}_staging", stack.kafka, registry, default_format="json")
+    assert sink_table(stack, f"{src.p}_view") == src.query(
+        REFERENCE_SQL.replace("upper(", "lower(")
+    )
+
+
+def test_rebuilding_a_topic_no_view_writes_is_one_line_naming_the_views(tmp_path: Path) -> None:
+    spec = tmp_path / "v.yaml"
+    spec.write_text(VIEW_SPEC.format(p="x"))
+    done = run_zync("etl", str(spec), "--rebuild-view", "x_copy", timeout=60)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"zync: error: {spec}: no view writes x_copy; its views write: x_view"
+    )
 
 
 def bad_view(folder: Path, rule: str) -> Path:

@@ -168,6 +168,9 @@ def describe_etl(result) -> str:
 @click.option("--interval", default="5s", show_default=True,
               help="With --follow: longest wait between passes.")  # fmt: skip
 @click.option("--exit-after", help="With --follow: stop once a pass had nothing new this long.")
+@click.option("--rebuild-view", "rebuild", multiple=True, metavar="TOPIC",
+              help="Make the view writing TOPIC again from the raw pools in one pass; the "
+              "sink gets only what differs. Repeatable.")  # fmt: skip
 def etl(
     spec: str,
     explain: bool,
@@ -175,6 +178,7 @@ def etl(
     keep_going: bool,
     interval: str,
     exit_after: str | None,
+    rebuild: tuple[str, ...],
 ) -> None:
     """One ETL pass of SPEC (or, with --follow, one after another): raw pools → staging
     pools, outputs and done records in one commit."""
@@ -183,9 +187,16 @@ def etl(
 
     the_spec = load_spec(spec)
     pause, idle = parse_duration(interval), parse_duration(exit_after) if exit_after else None
+    the_spec.require_views(rebuild)  # before Spark starts
     spark = spark_session()
     if explain or pending:
         _report(spark, the_spec, explain)
+        return
+    if rebuild:
+        from zync_assets.etl.run import run_etl
+
+        for result in run_etl(spark, the_spec, rebuild=frozenset(rebuild)):
+            click.echo(describe_etl(result))
         return
     with graceful_stop() as stop:
         follow(

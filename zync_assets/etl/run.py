@@ -28,7 +28,7 @@ from zync_assets.etl.groups import group_outputs
 from zync_assets.etl.open_txns import TransactionCounts, transaction_counts
 from zync_assets.etl.pending import classified_events, oldest_pending
 from zync_assets.etl.records import DONE_STATUS, done_records, output_records, outputs_per_topic
-from zync_assets.etl.snapshot import new_cursors
+from zync_assets.etl.snapshot import history, new_cursors
 from zync_assets.etl.state import EtlState, read_state, state_metadata
 from zync_assets.etl.views import ViewOutputs, view_outputs
 from zync_assets.ingest.ranges import Offsets
@@ -62,9 +62,12 @@ def run_etl(
     now: dt.datetime | None = None,
     pool: str | None = None,
     compiled: list[CompiledRule] | None = None,
+    rebuild: frozenset[str] = frozenset(),
 ) -> list[EtlResult]:
     """One pass per staging pool of the spec (or only `pool`); `compiled`: the spec's rules
-    as compile_rules made them (a long-lived caller keeps them; default: compiled here)."""
+    as compile_rules made them (a long-lived caller keeps them; default: compiled here);
+    `rebuild`: output topics of views to make again from the raw pools (views.py)."""
+    spec.require_views(rebuild)
     compiled = compiled if compiled is not None else compile_rules(spark, spec)
     now = now or dt.datetime.now(dt.UTC)
     results = []
@@ -74,13 +77,23 @@ def run_etl(
         mine = spec.rules_of(name)
         rules = [r for r in compiled if r.rule in mine]
         if rules:
-            results.append(_run_pool(spark, spec, name, rules, now))
+            results.append(_run_pool(spark, spec, name, rules, now, rebuild))
     return results
 
 
+def _new_views(state: EtlState, views: list[str]) -> set[str]:
+    """Views the pool's commits do not know yet, though earlier passes read its inputs:
+    each starts from the whole history in the raw pools, as a rebuild does (a view's
+    inputs are read from the cursors, where earlier rules left them)."""
+    if state.run == 0:
+        return set()  # the first pass reads everything from the start anyway
+    return set(views) - set(state.details.get("views", []))
+
+
 def _run_pool(
-    spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule], now: dt.datetime
-) -> EtlResult:
+    spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule], now: dt.datetime,
+    rebuild: frozenset[str] = frozenset(),
+) -> EtlResult:  # fmt: skip
     path = pool_path(pool)
     this = classified_events(spark, spec, pool, rules, now)
     classified, pairs, snap = this.events, this.pairs, this.snap
@@ -99,7 +112,9 @@ def _run_pool(
             "transactions": transaction_counts(classified) if whole else TransactionCounts(),
         }
         read = sum(counts.values())
-        if consumed == 0:
+        views = sorted(r.rule.out for r in rules if r.rule.type == "view")
+        rebuilding = (rebuild & set(views)) | _new_views(snap.state, views)
+        if consumed == 0 and not rebuilding:
             return EtlResult(spec.name, pool, None, snap.state, read=read, pending=pending,
                              cursors=snap.state.cursors, note="nothing new to ETL", **seen)  # fmt: skip
         run, attempt = snap.state.run + 1, uuid.uuid4().hex
@@ -107,7 +122,16 @@ def _run_pool(
         yielded, states = [], []
         for made in (
             group_outputs(classified, rules, spec.path),
-            view_outputs(spark, classified, rules, run, path, spec.path),
+            view_outputs(
+                spark,
+                classified,
+                rules,
+                run,
+                path,
+                spec.path,
+                frozenset(rebuilding),
+                lambda topics: history(spark, spec, topics, snap.raw_end),
+            ),
         ):
             if made is None:
                 continue
@@ -127,7 +151,7 @@ def _run_pool(
         meta = state_metadata(
             spec.name, run, attempt, cursors, next_offsets,
             outputs=sum(per_topic.values()), done=consumed, expired=counts.get("expired", 0),
-            pending=pending,
+            pending=pending, views=views,
         )  # fmt: skip
         append_pass(records, path, spec.name, pool, run, meta, merge_schema=whole)
     finally:

@@ -87,6 +87,27 @@ def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRul
     return Snapshot(cl.route(events, rules), raw_end, state)
 
 
+def history(
+    spark: SparkSession, spec: Spec, topics: tuple[str, ...], raw_end: Offsets
+) -> DataFrame:
+    """Every event of `topics` in the raw pools below `raw_end` (a pass's snapshot ends),
+    done or not, with its fields: what a view is rebuilt from (views.py)."""
+    raw_pool_of = {r.topic: r.pool for r in spec.inputs}
+    frames = []
+    for raw_pool in dict.fromkeys(raw_pool_of[t] for t in topics):
+        ends = {t: raw_end[t] for t in topics if raw_pool_of[t] == raw_pool and t in raw_end}
+        if ends:
+            frames.append(
+                spark.read.format("delta")
+                .load(pool_path(raw_pool))
+                .where(F.col("dead_letter").isNull() & below_ends(ends))
+                .select("kafka", "key", "value")
+            )
+    if not frames:
+        frames = [spark.createDataFrame([], "kafka " + KAFKA_TYPE + ", key variant, value variant")]
+    return union_all(frames).select(*event_columns())
+
+
 def new_cursors(summary: list[cl.Tally], raw_end: Offsets, old: EtlState) -> Offsets:
     """Per input topic-partition: the lowest still-pending offset, else the raw end."""
     cursors: Offsets = {t: dict(parts) for t, parts in old.cursors.items()}

@@ -24,6 +24,7 @@ output records. A re-sent change sets a row to what it already is: no output.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -31,6 +32,7 @@ from pyspark.sql import functions as F
 
 from zync_assets.debezium import is_unavailable
 from zync_assets.errors import ZyncError
+from zync_assets.etl.classify import COORDS, WAITING_STATES, coords, position
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import TXN, TXN_POS
 from zync_assets.etl.view_sql import view_sql
@@ -70,11 +72,16 @@ def row_id(key: str = "key") -> Column:
     return F.to_json(F.col(key))
 
 
+History = Callable[[tuple[str, ...]], DataFrame]  # topics -> all their raw events
+
+
 def view_outputs(
     spark: SparkSession, classified: DataFrame, rules: list[CompiledRule], run: int, path: str,
-    spec_path: object,
+    spec_path: object, rebuild: frozenset[str] = frozenset(), history: History | None = None,
 ) -> ViewOutputs | None:  # fmt: skip
-    """Run each view rule over this pass's changes of its inputs; None: no view rule."""
+    """Run each view rule over this pass's changes of its inputs; None: no view rule.
+    A view in `rebuild` (its output topic) is made again from `history`: every event of
+    its inputs in the raw pools but those still pending; its rows from before go."""
     views = [r for r in rules if r.rule.type == "view"]
     if not views:
         return None
@@ -83,15 +90,24 @@ def view_outputs(
     try:
         taken = [v.number for v in views]
         for rule in views:
-            changes = pinned(_changes(classified, rule, taken))
+            again = rule.rule.out in rebuild
+            if again:
+                assert history is not None
+                found = _rebuilt_changes(history(rule.topics), classified)
+            else:
+                found = _changes(classified, rule, taken)
+            changes = pinned(found)
             kept.append(changes)
             truncated = _tally(changes, rule, spec_path)
-            if truncated is None:
+            if truncated is None and not again:
                 continue  # no change of its inputs in this pass: the view is as it was
-            versions = _versions(changes, previous, truncated, rule, run)
+            before = None if again else previous
+            versions = _versions(changes, before, bool(truncated), rule, run)
+            if again and previous is not None:
+                versions = versions.unionByName(_dropped(previous, versions, rule, run))
             state = pinned(versions)
             kept.append(state)
-            current = _current_rows(previous, state, rule)
+            current = _current_rows(before, state, rule)
             yielded = pinned(_evaluate(spark, current, rule))
             kept.append(yielded)
             _check_keys(yielded, rule, spec_path)
@@ -159,6 +175,35 @@ def _changes(classified: DataFrame, rule: CompiledRule, views: list[int]) -> Dat
         F.coalesce(TXN_POS, "__pos").alias("__at"),  # a transaction's: its END's
         F.col("__pos"),
     )
+
+
+def _rebuilt_changes(events: DataFrame, classified: DataFrame) -> DataFrame:
+    """All events of a view's inputs as changes, but those this pass leaves pending."""
+    pending = classified.where(F.col("__status").isin(*WAITING_STATES)).select(*coords())
+    keep = events.select("*", *coords()).join(pending, [f"__{c}" for c in COORDS], "left_anti")
+    return keep.select(
+        "kafka",
+        "key",
+        row_image().alias("__row"),
+        (F.col("op") == "t").alias("__truncate"),
+        position().alias("__at"),
+        position().alias("__pos"),
+    )
+
+
+def _dropped(previous: DataFrame, rebuilt: DataFrame, rule: CompiledRule, run: int) -> DataFrame:
+    """A delete of each row the view held that its rebuild does not hold."""
+    held = _current_rows_before(previous, rule).where(F.col("value").isNotNull())
+    again = rebuilt.select(F.col("kafka.topic").alias("__topic"), row_id().alias("__again"))
+    gone = held.join(
+        again, (F.col("kafka.topic") == F.col("__topic")) & (F.col("__id") == F.col("__again")),
+        "left_anti",
+    )  # fmt: skip
+    return gone.select(
+        F.lit(VIEW_KIND).alias("kind"), "kafka", "key", F.lit(None).cast("variant").alias("value"),
+        F.lit(rule.rule.out).alias("status"), F.lit(rule.number).cast("int").alias("rule"),
+        F.lit(run).cast("long").alias("run"), F.lit(None).cast(SOURCE_TYPE).alias("source"),
+    )  # fmt: skip
 
 
 def _versions(

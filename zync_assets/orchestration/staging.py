@@ -149,7 +149,9 @@ STALE_TRANSACTION_S = 15 * 60
 
 
 def gated(spec: Spec) -> bool:
-    return any(rule.transactional for rule in spec.transforms)
+    """Whether a rule of the spec waits for source transactions or groups (a view's outputs
+    come whole per pass, but nothing of it waits)."""
+    return any(rule.gate is not None or rule.type == "txn" for rule in spec.transforms)
 
 
 def stale_transactions_check(key: AssetKey, spec: Spec, result: EtlResult) -> AssetCheckResult:
