@@ -19,7 +19,8 @@ from zync_assets.pools import pool_path
 from zync_assets.spec import load_spec
 from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests.conftest import Stack, run_zync
-from zync_assets_tests.test_transactions import etl_pass
+from zync_assets_tests.test_transactions import Source as TxnSource
+from zync_assets_tests.test_transactions import Txn, etl_pass, kafka_offsets
 from zync_assets_tests.view_source import Source, records_in, sink_table
 
 pytestmark = pytest.mark.integration
@@ -215,3 +216,41 @@ def test_a_view_whose_sql_cannot_run_is_refused_before_any_data_is_read(
     with pytest.raises(ZyncError) as caught:
         compile_rules(spark, load_spec(bad_view(tmp_path, rule)))
     assert error in str(caught.value)
+
+
+def test_a_gated_view_moves_a_whole_source_transaction_at_a_time(
+    spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path
+) -> None:
+    """With `gate: transaction` a view takes a source transaction only once it is complete,
+    and its changes of a pass reach Kafka in one Kafka transaction."""
+    src = TxnSource(stack, f"vg{uuid.uuid4().hex[:6]}")
+    orders, items, out = src.topic("orders"), src.topic("items"), f"{src.prefix}_view"
+    spec = tmp_path / "gated.yaml"
+    spec.write_text(
+        f"inputs:\n  - {{topic: {orders}, pool: {src.prefix}_raw, format: json}}\n"
+        f"  - {{topic: {items}, pool: {src.prefix}_raw, format: json}}\n"
+        f"  - {{topic: {src.transactions}, pool: {src.prefix}_raw, format: json}}\n"
+        f"outputs:\n  - {{topic: {out}, pool: {src.prefix}_staging, format: json}}\n"
+        "transforms:\n  - type: view\n    gate: transaction\n"
+        f"    inputs: {{o: {orders}, i: {items}}}\n    key: id\n    out: {out}\n"
+        "    sql: |\n      SELECT o.after:id::bigint AS id, count(i.key) AS items FROM o\n"
+        "      LEFT JOIN i ON i.after:id::bigint DIV 10 = o.after:id::bigint GROUP BY 1\n"
+    )
+    one = Txn(src, "501:100").change("orders", 1, 0).change("items", 10, 0).change("items", 11, 1)
+    one.begin()
+    one.events(0, 1)  # item 11 and the END are still to come
+    src.flush()
+    first = etl_pass(spark, stack, registry, spec)
+    assert first.outputs == {} and first.pending >= 2  # the order and item 10 wait
+    one.events(2)
+    one.end()
+    two = Txn(src, "502:200").change("orders", 2, 1).change("items", 20, 0).change("items", 12, 1)
+    two.begin()
+    two.events()
+    two.end()
+    src.flush()
+    second = etl_pass(spark, stack, registry, spec)
+    assert second.outputs == {out: 2} and second.pending == 0
+    sync_pool(spark, f"{src.prefix}_staging", stack.kafka, registry, default_format="json")
+    assert sink_table(stack, out) == {1: {"id": 1, "items": 3}, 2: {"id": 2, "items": 1}}
+    assert [offset for offset, _value in kafka_offsets(stack, out)] == [0, 1]  # one transaction

@@ -58,7 +58,7 @@ class ViewOutputs:
 
 
 def row_image() -> Column:
-    """The row a change leaves (NULL: none). Truncates are handled apart (`_truncated`)."""
+    """The row a change leaves (NULL: none). Truncates are handled apart (`_versions`)."""
     return (
         F.when(F.col("value").isNull(), F.lit(None).cast("variant"))
         .when(F.col("op").isin("c", "r", "u"), F.col("after"))
@@ -86,34 +86,21 @@ def view_outputs(
     if not views:
         return None
     previous = _staging(spark, path)
-    outputs, states, kept = [], [], []
+    taken = [v.number for v in views]
+    outputs, states, kept = [], [], list[DataFrame]()
     try:
-        taken = [v.number for v in views]
         for rule in views:
-            again = rule.rule.out in rebuild
-            if again:
+            if rule.rule.out in rebuild:
                 assert history is not None
-                found = _rebuilt_changes(history(rule.topics), classified)
+                changes = pinned(_rebuilt_changes(history(rule.topics), classified))
             else:
-                found = _changes(classified, rule, taken)
-            changes = pinned(found)
+                changes = pinned(_changes(classified, rule, taken))
             kept.append(changes)
-            truncated = _tally(changes, rule, spec_path)
-            if truncated is None and not again:
-                continue  # no change of its inputs in this pass: the view is as it was
-            before = None if again else previous
-            versions = _versions(changes, before, bool(truncated), rule, run)
-            if again and previous is not None:
-                versions = versions.unionByName(_dropped(previous, versions, rule, run))
-            state = pinned(versions)
-            kept.append(state)
-            current = _current_rows(before, state, rule)
-            yielded = pinned(_evaluate(spark, current, rule))
-            kept.append(yielded)
-            _check_keys(yielded, rule, spec_path)
-            diff = _difference(yielded, _last_sent(previous, rule), rule)
-            outputs.append(_as_outputs(diff, changes, rule, run))
-            states.append(state)
+            made = _one_view(spark, rule, changes, previous, rule.rule.out in rebuild, run,
+                             spec_path, kept)  # fmt: skip
+            if made is not None:
+                outputs.append(made[0])
+                states.append(made[1])
         if not outputs:
             _release(kept)
             return None
@@ -126,6 +113,29 @@ def view_outputs(
         _release(kept)
         raise
     return ViewOutputs(frame, union_all(states), per_topic, kept)
+
+
+def _one_view(
+    spark: SparkSession, rule: CompiledRule, changes: DataFrame, previous: DataFrame | None,
+    again: bool, run: int, spec_path: object, kept: list[DataFrame],
+) -> tuple[DataFrame, DataFrame] | None:  # fmt: skip
+    """One view's outputs and row versions for this pass (None: no change of its inputs);
+    `again`: rebuilt from `changes` alone, its rows from before dropped. The frames it
+    pins go to `kept`."""
+    truncated = _tally(changes, rule, spec_path)
+    if truncated is None and not again:
+        return None  # the view is as it was
+    before = None if again else previous
+    versions = _versions(changes, before, bool(truncated), rule, run)
+    if again and previous is not None:
+        versions = versions.unionByName(_dropped(previous, versions, rule, run))
+    state = pinned(versions)
+    kept.append(state)
+    yielded = pinned(_evaluate(spark, _current_rows(before, state, rule), rule))
+    kept.append(yielded)
+    _check_keys(yielded, rule, spec_path)
+    diff = _difference(yielded, _last_sent(previous, rule), rule)
+    return _as_outputs(diff, changes, rule, run), state
 
 
 def _release(kept: list[DataFrame]) -> None:
