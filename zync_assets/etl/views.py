@@ -35,12 +35,12 @@ from zync_assets.errors import ZyncError
 from zync_assets.etl.classify import COORDS, WAITING_STATES, coords, position
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import TXN, TXN_POS
+from zync_assets.etl.records import SOURCE_TYPE
 from zync_assets.etl.view_sql import view_sql
 from zync_assets.pools import pool_exists
 from zync_assets.spark import pinned, union_all, unpin
 
 VIEW_KIND = "view"  # the staging pool's `kind` of a view's row versions
-SOURCE_TYPE = "struct<topic: string, partition: int, offset: bigint>"
 
 
 @dataclass(frozen=True)
@@ -125,16 +125,20 @@ def _one_view(
     truncated = _tally(changes, rule, spec_path)
     if truncated is None and not again:
         return None  # the view is as it was
-    before = None if again else previous
+    # The committed rows, read once: every step below that needs them reads this.
+    held = None if previous is None else pinned(_current_rows_before(previous, rule))
+    if held is not None:
+        kept.append(held)
+    before = None if again else held
     versions = _versions(changes, before, bool(truncated), rule, run)
-    if again and previous is not None:
-        versions = versions.unionByName(_dropped(previous, versions, rule, run))
+    if again and held is not None:
+        versions = versions.unionByName(_dropped(held, versions, rule, run))
     state = pinned(versions)
     kept.append(state)
-    yielded = pinned(_evaluate(spark, _current_rows(before, state, rule), rule))
+    yielded = pinned(_evaluate(spark, _current_rows(before, state), rule))
     kept.append(yielded)
     _check_keys(yielded, rule, spec_path)
-    diff = _difference(yielded, _last_sent(previous, rule), rule)
+    diff = _difference(yielded, _last_sent(previous, rule))
     return _as_outputs(diff, changes, rule, run), state
 
 
@@ -201,9 +205,10 @@ def _rebuilt_changes(events: DataFrame, classified: DataFrame) -> DataFrame:
     )
 
 
-def _dropped(previous: DataFrame, rebuilt: DataFrame, rule: CompiledRule, run: int) -> DataFrame:
-    """A delete of each row the view held that its rebuild does not hold."""
-    held = _current_rows_before(previous, rule).where(F.col("value").isNotNull())
+def _dropped(held: DataFrame, rebuilt: DataFrame, rule: CompiledRule, run: int) -> DataFrame:
+    """A delete of each row the view held (`_current_rows_before`) that its rebuild does
+    not hold."""
+    held = held.where(F.col("value").isNotNull())
     again = rebuilt.select(F.col("kafka.topic").alias("__topic"), row_id().alias("__again"))
     gone = held.join(
         again, (F.col("kafka.topic") == F.col("__topic")) & (F.col("__id") == F.col("__again")),
@@ -217,11 +222,11 @@ def _dropped(previous: DataFrame, rebuilt: DataFrame, rule: CompiledRule, run: i
 
 
 def _versions(
-    changes: DataFrame, previous: DataFrame | None, truncated: bool, rule: CompiledRule, run: int
+    changes: DataFrame, held: DataFrame | None, truncated: bool, rule: CompiledRule, run: int
 ) -> DataFrame:
     """The row versions this pass commits: per key the latest change's row, and a delete
-    for each row a later truncate of its table removed."""
-    last = _latest(changes.where(~F.col("__truncate")), previous, rule)
+    for each row a later truncate of its table removed; `held`: the committed rows."""
+    last = _latest(changes.where(~F.col("__truncate")), held)
     truncates = (
         changes.where(F.col("__truncate"))
         .groupBy(F.col("kafka.topic").alias("__topic"))
@@ -237,8 +242,8 @@ def _versions(
         "key",
         F.when(survives, F.col("__row")).alias("value"),
     )
-    if truncated and previous is not None:  # earlier rows a truncate removed, unless set again
-        earlier = _current_rows_before(previous, rule).select("kafka.topic", "key", "__id")
+    if truncated and held is not None:  # earlier rows a truncate removed, unless set again
+        earlier = held.select("kafka.topic", "key", "__id")
         gone = (
             earlier.join(truncates, F.col("topic") == F.col("__topic"))
             .join(
@@ -266,7 +271,7 @@ def _versions(
 ROW_FIELDS = "map<string, variant>"
 
 
-def _latest(keyed: DataFrame, previous: DataFrame | None, rule: CompiledRule) -> DataFrame:
+def _latest(keyed: DataFrame, held: DataFrame | None) -> DataFrame:
     """Per key, its latest change in the pass: kafka, key, __id, __row, __pos. A column the
     change left out (Debezium's TOAST placeholder: unchanged, not sent) takes its value
     from the key's newest earlier change that carried it, in this pass or before."""
@@ -282,8 +287,8 @@ def _latest(keyed: DataFrame, previous: DataFrame | None, rule: CompiledRule) ->
         .agg(changes.alias("__changes"))
     )
     start = F.lit(None).cast(ROW_FIELDS)
-    if previous is not None:
-        committed = _current_rows_before(previous, rule).select(
+    if held is not None:
+        committed = held.select(
             F.col("kafka.topic").alias("__topic"), "__id", _fields(F.col("value")).alias("__before")
         )
         grouped = grouped.join(committed, ["__topic", "__id"], "left")
@@ -331,11 +336,11 @@ def _current_rows_before(previous: DataFrame, rule: CompiledRule) -> DataFrame:
     )
 
 
-def _current_rows(previous: DataFrame | None, state: DataFrame, rule: CompiledRule) -> DataFrame:
+def _current_rows(held: DataFrame | None, state: DataFrame) -> DataFrame:
     """Each input's current rows after this pass: kafka.topic, key, value (not NULL)."""
     now = state.select("kafka", "key", "value", row_id().alias("__id"))
-    if previous is not None:
-        before = _current_rows_before(previous, rule).select("kafka", "key", "value", "__id")
+    if held is not None:
+        before = held.select("kafka", "key", "value", "__id")
         changed = now.select(F.col("kafka.topic").alias("__topic"), F.col("__id").alias("__now"))
         untouched = before.join(
             changed,
@@ -391,7 +396,7 @@ def _last_sent(previous: DataFrame | None, rule: CompiledRule) -> DataFrame | No
     )
 
 
-def _difference(yielded: DataFrame, sent: DataFrame | None, rule: CompiledRule) -> DataFrame:
+def _difference(yielded: DataFrame, sent: DataFrame | None) -> DataFrame:
     """Upserts of new or changed rows, tombstones of rows gone: key, value."""
     if sent is None:
         return yielded.select("key", "value", "__key")
