@@ -8,8 +8,9 @@ and re-inserts on either side, accounts that stop or start matching a filter, ev
 Debezium sends twice, both tables changed in one round. Midway the accounts table is
 truncated. After every round: ingest, one ETL pass, to-kafka; then the table an
 upserting sink builds from each view's topic must equal the view's query evaluated by
-SQLite over the source rows (view_source.py). Two views read the same inputs: a LEFT
-join, and an INNER join with a filter and a computed column.
+SQLite over the source rows (view_source.py). Three views read the same inputs: a LEFT
+join, an INNER join with a filter and a computed column, and a LEFT join that keeps the
+"one" side (a customer with each of its accounts, or alone), keyed by two columns.
 
 The default (CI) is 1,000 cases in 6 rounds; more by hand, e.g.
     ZYNC_VIEW_MODEL_SEED=7 ZYNC_VIEW_MODEL_CASES=5000 scripts/test.sh -k view_model
@@ -45,6 +46,7 @@ inputs:
 outputs:
   - {{topic: {p}_all, pool: {p}_staging, format: json}}
   - {{topic: {p}_rich, pool: {p}_staging, format: json}}
+  - {{topic: {p}_members, pool: {p}_staging, format: json}}
 transforms:
   - type: view
     inputs: {{a: {p}.accounts, c: {p}.customers}}
@@ -64,6 +66,14 @@ transforms:
       FROM accounts acc JOIN customers cus
         ON acc.after:customer_id::bigint = cus.after:id::bigint
       WHERE acc.after:balance::bigint > 0 AND cus.after:tier::string <> 'blocked'
+  - type: view
+    inputs: {{a: {p}.accounts, c: {p}.customers}}
+    key: [customer, account]
+    out: {p}_members
+    sql: |
+      SELECT c.after:id::bigint AS customer, a.after:id::bigint AS account,
+             c.after:tier::string AS tier
+      FROM c LEFT JOIN a ON a.after:customer_id::bigint = c.after:id::bigint
 """
 
 # The views' queries over plain tables, for SQLite.
@@ -73,7 +83,12 @@ REFERENCE = {
     "rich": """SELECT a.id, c.name AS customer, a.balance * 2 AS doubled
                FROM accounts a JOIN customers c ON a.customer_id = c.id
                WHERE a.balance > 0 AND c.tier <> 'blocked'""",
+    # The "one" side kept: a customer's row without accounts must go once it has one, and
+    # come back when its last account leaves.
+    "members": """SELECT c.id AS customer, a.id AS account, c.tier
+                  FROM customers c LEFT JOIN accounts a ON a.customer_id = c.id""",
 }
+KEYS = {"all": ("id",), "rich": ("id",), "members": ("customer", "account")}
 TIERS = ("blue", "gold", "blocked")
 
 
@@ -166,7 +181,9 @@ def test_views_equal_their_query_over_current_rows_after_every_round(
         etl_pass(spark, stack, registry, spec)
         sync_pool(spark, f"{src.p}_staging", stack.kafka, registry, default_format="json")
         for view, sql in REFERENCE.items():
-            got, want = sink_table(stack, f"{src.p}_{view}"), src.query(sql)
+            key = KEYS[view]
+            got = sink_table(stack, f"{src.p}_{view}", key)
+            want = src.query(sql, keyed_by=len(key))
             wrong = sorted(k for k in got.keys() | want.keys() if got.get(k) != want.get(k))
             assert not wrong, (
                 f"round {round_number}, view {view}: {len(wrong)} of {len(want)} rows differ, "

@@ -85,8 +85,9 @@ class Source:
     def flush(self) -> None:
         assert self.producer.flush(30) == 0
 
-    def query(self, sql: str) -> dict[int, dict]:
-        """`sql` over the source's current rows (SQLite), by its first column."""
+    def query(self, sql: str, keyed_by: int = 1) -> dict[Any, dict]:
+        """`sql` over the source's current rows (SQLite), by its first column (by the tuple
+        of its first `keyed_by` columns)."""
         db = sqlite3.connect(":memory:")
         for table, columns in TABLES.items():
             db.execute(f"CREATE TABLE {table} ({', '.join(columns)})")
@@ -97,26 +98,31 @@ class Source:
             )
         cursor = db.execute(sql)
         names = [d[0] for d in cursor.description]
-        return {r[0]: dict(zip(names, r, strict=True)) for r in cursor.fetchall()}
+        return {
+            r[0] if keyed_by == 1 else tuple(r[:keyed_by]): dict(zip(names, r, strict=True))
+            for r in cursor.fetchall()
+        }
 
 
-def sink_table(stack: Stack, topic: str) -> dict[int, dict]:
-    """What an upserting sink builds from a one-partition topic: per key (`id`) the latest
-    value, none after a tombstone. Committed records only."""
+def sink_table(stack: Stack, topic: str, key: tuple[str, ...] = ("id",)) -> dict[Any, dict]:
+    """What an upserting sink builds from a one-partition topic: per key the latest value,
+    none after a tombstone. Committed records only. Keyed by the key's `id`, or by the
+    tuple of the `key` columns named when there are several."""
     consumer = Consumer({**stack.kafka.client_config(), "group.id": uuid.uuid4().hex,
                          "isolation.level": "read_committed", "enable.partition.eof": True,
                          "auto.offset.reset": "earliest"})  # fmt: skip
-    table: dict[int, dict] = {}
+    table: dict[Any, dict] = {}
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         while (message := consumer.poll(10)) is not None and not message.error():
-            key = json.loads(message.key())
-            key = key.get("payload", key)
+            fields = json.loads(message.key())
+            fields = fields.get("payload", fields)
+            name = fields[key[0]] if len(key) == 1 else tuple(fields.get(c) for c in key)
             if message.value() is None:
-                table.pop(key["id"], None)
+                table.pop(name, None)
             else:
                 value = json.loads(message.value())
-                table[key["id"]] = value.get("payload", value)
+                table[name] = value.get("payload", value)
     finally:
         consumer.close()
     return table

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -36,11 +37,12 @@ from zync_assets.etl.classify import COORDS, WAITING_STATES, coords, position
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import TXN, TXN_POS
 from zync_assets.etl.records import SOURCE_TYPE
-from zync_assets.etl.view_sql import view_sql
+from zync_assets.etl.view_joins import JoinGraph, join_graph
+from zync_assets.etl.view_reach import Inputs, reached_rows
+from zync_assets.etl.view_sql import empty_rows, view_sql
+from zync_assets.etl.view_state import VIEW_KIND, committed_versions, newest, row_id
 from zync_assets.pools import pool_exists
 from zync_assets.spark import pinned, union_all, unpin
-
-VIEW_KIND = "view"  # the staging pool's `kind` of a view's row versions
 
 
 @dataclass(frozen=True)
@@ -65,11 +67,6 @@ def row_image() -> Column:
         .when(F.col("op").isNull(), F.col("value"))  # no envelope: the record is the row
         .otherwise(F.lit(None).cast("variant"))
     )
-
-
-def row_id(key: str = "key") -> Column:
-    """A row's identity within its table: its key as JSON (VARIANTs do not compare)."""
-    return F.to_json(F.col(key))
 
 
 History = Callable[[tuple[str, ...]], DataFrame]  # topics -> all their raw events
@@ -124,22 +121,99 @@ def _one_view(
     pins go to `kept`."""
     truncated = _tally(changes, rule, spec_path)
     if truncated is None and not again:
-        return None  # the view is as it was
-    # The committed rows, read once: every step below that needs them reads this.
-    held = None if previous is None else pinned(_current_rows_before(previous, rule))
-    if held is not None:
-        kept.append(held)
+        return None
+    pin = _pinner(kept)
+    if not again and not truncated and previous is not None:
+        graph = _join_graph(spark, rule)
+        if graph is not None:
+            return _reached_view(spark, rule, graph, changes, previous, run, spec_path, pin)
+    # The whole view: its SQL over every current row (the committed rows read once).
+    held = None if previous is None else pin(_current_rows_before(previous, rule))
     before = None if again else held
     versions = _versions(changes, before, bool(truncated), rule, run)
     if again and held is not None:
         versions = versions.unionByName(_dropped(held, versions, rule, run))
-    state = pinned(versions)
-    kept.append(state)
-    yielded = pinned(_evaluate(spark, _current_rows(before, state), rule))
-    kept.append(yielded)
+    state = pin(versions)
+    yielded = pin(_evaluate(spark, _current_rows(before, state), rule))
     _check_keys(yielded, rule, spec_path)
     diff = _difference(yielded, _last_sent(previous, rule))
     return _as_outputs(diff, changes, rule, run), state
+
+
+def _reached_view(
+    spark: SparkSession, rule: CompiledRule, graph: JoinGraph, changes: DataFrame,
+    previous: DataFrame, run: int, spec_path: object, pin: Callable[[DataFrame], DataFrame],
+) -> tuple[DataFrame, DataFrame]:  # fmt: skip
+    """A view of equi-joins: its SQL over only the rows the changes reach (view_reach),
+    as they were and as they are; what differs from what it sent goes out."""
+    committed = committed_versions(previous, rule)
+    ids = changes.where(F.col("key").isNotNull()).select(
+        F.col("kafka.topic").alias("__topic"), row_id().alias("__id")
+    )
+    held = pin(newest(committed, ids))  # the changed rows as committed
+    state = pin(_versions(changes, held, False, rule, run))
+    changed = pin(
+        state.select(F.col("kafka.topic").alias("__topic"), row_id().alias("__id"), "key",
+                     F.col("value").alias("__new"))
+        .join(held.select("__topic", "__id", F.col("value").alias("__old")),
+              ["__topic", "__id"], "left")
+    )  # fmt: skip
+    reached = pin(reached_rows(Inputs(graph, _topics(graph, rule), committed, changed, pin)))
+
+    def evaluated(image: str) -> DataFrame:
+        rows = reached.where(F.col(image).isNotNull())
+        return pin(
+            _evaluate(spark, rows.select("__topic", "key", F.col(image).alias("value")), rule)
+        )
+
+    was, now = evaluated("__old"), evaluated("__new")
+    _check_keys(now, rule, spec_path)
+    keys = was.select("__key").union(now.select("__key"))
+    diff = _difference(now, _last_sent(previous, rule, keys))
+    return _as_outputs(diff, changes, rule, run), state
+
+
+_GRAPHS: dict[tuple[str, tuple[tuple[str, str], ...]], JoinGraph | None] = {}
+
+
+def _join_graph(spark: SparkSession, rule: CompiledRule) -> JoinGraph | None:
+    """The view's joins (view_joins), if Spark reads each join's two sides as the same
+    types (else its own coercion could match what a lookup by value would not)."""
+    known = (rule.rule.sql, rule.rule.relations)
+    if known not in _GRAPHS:
+        graph = join_graph(rule.rule.sql, [name for name, _ in rule.rule.relations])
+        _GRAPHS[known] = graph if graph is not None and _same_types(spark, graph, rule) else None
+    return _GRAPHS[known]
+
+
+def _topics(graph: JoinGraph, rule: CompiledRule) -> dict[str, str]:
+    """Each input's topic by the name the SQL reads it under."""
+    relations = dict(rule.rule.relations)
+    return {name: relations[table] for name, table in graph.tables}
+
+
+def _same_types(spark: SparkSession, graph: JoinGraph, rule: CompiledRule) -> bool:
+    empty = empty_rows(spark, rule.rule)
+    topics = _topics(graph, rule)
+
+    def types(name: str, expressions: tuple[str, ...]) -> list[object]:
+        frame = empty[topics[name]].alias(name).select(*(F.expr(e) for e in expressions))
+        return [field.dataType for field in frame.schema]
+
+    try:
+        return all(
+            types(e.left, e.left_values) == types(e.right, e.right_values) for e in graph.edges
+        )
+    except PySparkException:  # not Spark's SQL after all: evaluate the view whole
+        return False
+
+
+def _pinner(kept: list[DataFrame]) -> Callable[[DataFrame], DataFrame]:
+    def pin(frame: DataFrame) -> DataFrame:
+        kept.append(pinned(frame))
+        return kept[-1]
+
+    return pin
 
 
 def _release(kept: list[DataFrame]) -> None:
@@ -324,16 +398,7 @@ def _filled(row: Column, known: Column) -> Column:
 
 def _current_rows_before(previous: DataFrame, rule: CompiledRule) -> DataFrame:
     """Each input row of the view as the committed passes left it (deleted rows too)."""
-    mine = previous.where((F.col("kind") == VIEW_KIND) & (F.col("status") == rule.rule.out))
-    newest = Window.partitionBy("kafka.topic", "__id").orderBy(
-        F.col("run").desc(), F.col("kafka.offset").desc()
-    )
-    return (
-        mine.withColumn("__id", row_id())
-        .withColumn("__n", F.row_number().over(newest))
-        .where(F.col("__n") == 1)
-        .drop("__n")
-    )
+    return newest(committed_versions(previous, rule)).drop("__topic")
 
 
 def _current_rows(held: DataFrame | None, state: DataFrame) -> DataFrame:
@@ -348,16 +413,14 @@ def _current_rows(held: DataFrame | None, state: DataFrame) -> DataFrame:
             "left_anti",
         )
         now = untouched.unionByName(now)
-    return now.where(F.col("value").isNotNull())
+    return now.where(F.col("value").isNotNull()).withColumn("__topic", F.col("kafka.topic"))
 
 
 def _evaluate(spark: SparkSession, current: DataFrame, rule: CompiledRule) -> DataFrame:
-    """The rule's SQL over the current rows: `__key` and `__value` (JSON of the key and of
-    the whole row, to compare) besides `key` and `value` (structs)."""
+    """The rule's SQL over `current` (`__topic`, `key`, `value`): `__key` and `__value`
+    (JSON of the key and of the whole row, to compare) besides `key` and `value`."""
     rows = {
-        topic: current.where(F.col("kafka.topic") == topic).select(
-            "key", F.col("value").alias("after")
-        )
+        topic: current.where(F.col("__topic") == topic).select("key", F.col("value").alias("after"))
         for _, topic in rule.rule.relations
     }
     yielded = view_sql(spark, rows, rule.rule)
@@ -379,18 +442,22 @@ def _check_keys(yielded: DataFrame, rule: CompiledRule, spec_path: object) -> No
         )
 
 
-def _last_sent(previous: DataFrame | None, rule: CompiledRule) -> DataFrame | None:
+def _last_sent(
+    previous: DataFrame | None, rule: CompiledRule, keys: DataFrame | None = None
+) -> DataFrame | None:
     """The view's rows as its output records left them: per key the latest, unless a
-    tombstone."""
+    tombstone; `keys` (`__key`): of those keys only, looked up first."""
     if previous is None:
         return None
     mine = previous.where((F.col("kind") == "output") & (F.col("kafka.topic") == rule.rule.out))
-    newest = Window.partitionBy("__key").orderBy(F.col("__offset").desc())
+    mine = mine.select(
+        "key", "value", row_id().alias("__key"), F.col("kafka.offset").alias("__offset")
+    )
+    if keys is not None:
+        mine = mine.join(F.broadcast(keys.distinct()), "__key", "left_semi")
+    newest_first = Window.partitionBy("__key").orderBy(F.col("__offset").desc())
     return (
-        mine.select(
-            "key", "value", row_id().alias("__key"), F.col("kafka.offset").alias("__offset")
-        )
-        .withColumn("__n", F.row_number().over(newest))
+        mine.withColumn("__n", F.row_number().over(newest_first))
         .where((F.col("__n") == 1) & F.col("value").isNotNull())
         .select("key", "__key", F.to_json("value").alias("__value"))
     )
