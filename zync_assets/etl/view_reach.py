@@ -47,29 +47,35 @@ def reached_rows(inputs: Inputs) -> DataFrame:
     graph, topics, pin = inputs.graph, inputs.topics, inputs.pin
     frontier = inputs.changed.withColumn("__via", F.lit(CHANGED))
     seen = [frontier]
-    while True:
+    ways = [(i, e, s) for i, e in enumerate(graph.edges) for s in (e.left, e.right)]
+    possible = {(name, CHANGED) for name, _ in graph.tables}  # (input, __via) it may hold
+    while any(_leads_on(possible, i, s) for i, _, s in ways):
         present = {(r["__topic"], r["__via"]) for r in frontier.select("__topic", "__via").distinct().collect()}  # fmt: skip
-        pulled = []
-        for index, edge in enumerate(graph.edges):
-            for source in (edge.left, edge.right):
-                if not any(t == topics[source] and v != index for t, v in present):
-                    continue  # no row here that came by another way: nothing new this way
-                rows = frontier.where(
-                    (F.col("__topic") == topics[source]) & (F.col("__via") != index)
-                )
-                values = pin(_values_of_images(rows, source, edge.values(source)))
-                target = edge.other(source)
-                pulled.append(_matching(inputs, target, edge.values(target), values, index))
-                if target in edge.preserved:  # its rows must see all their partners
-                    pulled.append(_matching(inputs, source, edge.values(source), values, index))
+        found = {(name, via) for name, _ in graph.tables for t, via in present if t == topics[name]}
+        pulled, possible = [], set()
+        for index, edge, source in ways:
+            if not _leads_on(found, index, source):
+                continue  # no row here that came by another way: nothing new this way
+            rows = frontier.where((F.col("__topic") == topics[source]) & (F.col("__via") != index))
+            values = pin(_values_of_images(rows, source, edge.values(source)))
+            target = edge.other(source)
+            pulled.append(_matching(inputs, target, edge.values(target), values, index))
+            possible.add((target, index))
+            if target in edge.preserved:  # its rows must see all their partners
+                pulled.append(_matching(inputs, source, edge.values(source), values, index))
+                possible.add((source, index))
         if not pulled:
             break
         known = union_all(seen).select("__topic", "__id", "__via")
         frontier = pin(union_all(pulled).join(known, ["__topic", "__id", "__via"], "left_anti"))
-        if frontier.isEmpty():
-            break
         seen.append(frontier)
     return union_all(seen).dropDuplicates(["__topic", "__id"]).select(*IMAGES)
+
+
+def _leads_on(held: set[tuple[str, int]], index: int, source: str) -> bool:
+    """Whether rows of input `source` that came by a way other than join `index` may be
+    among `held` ((input, __via) pairs): only such rows are followed along that join."""
+    return any(name == source and via != index for name, via in held)
 
 
 def _values(frame: DataFrame, name: str, image: str, expressions: tuple[str, ...]) -> DataFrame:

@@ -162,11 +162,9 @@ def _reached_view(
 
     def evaluated(image: str) -> DataFrame:
         rows = reached.where(F.col(image).isNotNull())
-        return pin(
-            _evaluate(spark, rows.select("__topic", "key", F.col(image).alias("value")), rule)
-        )
+        return _evaluate(spark, rows.select("__topic", "key", F.col(image).alias("value")), rule)
 
-    was, now = evaluated("__old"), evaluated("__new")
+    was, now = evaluated("__old"), pin(evaluated("__new"))
     _check_keys(now, rule, spec_path)
     keys = was.select("__key").union(now.select("__key"))
     diff = _difference(now, _last_sent(previous, rule, keys))
