@@ -171,6 +171,7 @@ def _reached_view(
     return _as_outputs(diff, changes, rule, run), state
 
 
+# Per process, by SQL and inputs: a long-lived pipeline analyses each view's joins once.
 _GRAPHS: dict[tuple[str, tuple[tuple[str, str], ...]], JoinGraph | None] = {}
 
 
