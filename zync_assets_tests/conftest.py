@@ -32,6 +32,7 @@ from zync_assets.stack.services import (
     stack_up,
 )
 from zync_assets_tests.support import scheduling
+from zync_assets_tests.support.py4j_sync import drop_thread_connection
 
 ZYNC = str(Path(sys.executable).parent / "zync")
 
@@ -282,6 +283,26 @@ def spark():
     session = spark_session("zync-tests", long_lived=True)
     yield session
     session.stop()
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    report = yield
+    if report.failed and call.when in ("setup", "call"):
+        item.stash[_FAILED] = True
+    return report
+
+
+@pytest.fixture(autouse=True)
+def _spark_usable_after_a_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that failed mid-call (a timeout above all) must not take the worker's
+    SparkSession down with it: see support/py4j_sync.py."""
+    yield
+    if request.node.stash.get(_FAILED, False) and "spark" in request.fixturenames:
+        drop_thread_connection(request.getfixturevalue("spark"))
 
 
 def run_zync(

@@ -70,3 +70,43 @@ def test_the_archive_is_named_by_its_java_and_jars(tmp_path: Path) -> None:
     jar.write_bytes(b"two, longer")
     assert archive_path([str(jar)]) != before
     assert archive_path([str(jar)]) == archive_path([str(jar)])
+
+
+class _Stopped(BaseException):
+    """What pytest-timeout raises: not an Exception, so py4j does not close its connection."""
+
+
+def _stop_in(seconds: float) -> None:
+    import signal
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise _Stopped
+
+    signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
+def test_a_call_stopped_midway_leaves_the_session_usable_once_its_connection_is_dropped(
+    spark,
+) -> None:
+    from py4j.protocol import Py4JError
+
+    from zync_assets_tests.support.py4j_sync import drop_thread_connection
+
+    jvm = spark._jvm
+    kept = []  # as pytest keeps a failed test's traceback, and with it py4j's connection
+
+    def stopped_sleep() -> None:
+        _stop_in(0.3)
+        with pytest.raises(_Stopped) as stopped:
+            jvm.java.lang.Thread.sleep(1500)  # stopped while py4j waits for its answer
+        kept.append(stopped)
+
+    stopped_sleep()
+    with pytest.raises(Py4JError, match="does not exist in the JVM"):
+        jvm.java.lang.Integer.valueOf(7)  # the fault landed: this reads the sleep's answer
+    drop_thread_connection(spark)
+    stopped_sleep()
+    drop_thread_connection(spark)
+    assert jvm.java.lang.Integer.valueOf(7) == 7
+    assert spark.range(3).count() == 3
