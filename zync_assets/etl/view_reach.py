@@ -57,8 +57,10 @@ def reached_rows(inputs: Inputs) -> DataFrame:
             if not _leads_on(found, index, source):
                 continue  # no row here that came by another way: nothing new this way
             rows = frontier.where((F.col("__topic") == topics[source]) & (F.col("__via") != index))
-            values = pin(_values_of_images(rows, source, edge.values(source)))
+            values = _values_of_images(rows, source, edge.values(source))
             target = edge.other(source)
+            if target in edge.preserved:  # read twice below
+                values = pin(values)
             pulled.append(_matching(inputs, target, edge.values(target), values, index))
             possible.add((target, index))
             if target in edge.preserved:  # its rows must see all their partners

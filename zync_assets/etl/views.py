@@ -146,7 +146,10 @@ def _reached_view(
 ) -> tuple[DataFrame, DataFrame]:  # fmt: skip
     """A view of equi-joins: its SQL over only the rows the changes reach (view_reach),
     as they were and as they are; what differs from what it sent goes out."""
-    committed = committed_versions(previous, rule)
+    # Read once: the search below looks rows up in it several times.
+    committed = pin(
+        committed_versions(previous, rule).select("kafka", "key", "value", "run", "__topic", "__id")
+    )
     ids = changes.where(F.col("key").isNotNull()).select(
         F.col("kafka.topic").alias("__topic"), row_id().alias("__id")
     )
@@ -158,7 +161,7 @@ def _reached_view(
         .join(held.select("__topic", "__id", F.col("value").alias("__old")),
               ["__topic", "__id"], "left")
     )  # fmt: skip
-    reached = pin(reached_rows(Inputs(graph, _topics(graph, rule), committed, changed, pin)))
+    reached = reached_rows(Inputs(graph, _topics(graph, rule), committed, changed, pin))
 
     def evaluated(image: str) -> DataFrame:
         rows = reached.where(F.col(image).isNotNull())
