@@ -12,11 +12,12 @@ Lag is always "end − cursor" of one hop:
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from zync_assets.etl.report import pending_view
+from zync_assets.etl.report import PendingView, pending_view
 from zync_assets.etl.state import read_state
 from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.ranges import Offsets
@@ -108,6 +109,11 @@ class TableStatus:
         return sum(p.lag for p in self.partitions)
 
 
+# A SparkSession started by its first caller: what needs no Spark job (a project with no
+# pool yet, cursors, offsets, lake tables) is answered without starting a JVM.
+Session = Callable[[], SparkSession]
+
+
 def dead_letter_count(spark: SparkSession, pool: str) -> int:
     path = dead_letter_path(pool)
     return spark.read.format("delta").load(path).count() if pool_exists(path) else 0
@@ -121,15 +127,17 @@ def _lags(end: Offsets, cursors: Offsets) -> list[PartitionLag]:
     ]
 
 
-def raw_status(
-    spark: SparkSession, kafka: KafkaSettings, pool: str, topics: list[str]
-) -> RawStatus:
+def raw_status(spark: Session, kafka: KafkaSettings, pool: str, topics: list[str]) -> RawStatus:
     marks = watermarks(kafka, topics, missing_ok=True)
     end = high_marks(marks)
     path = pool_path(pool)
     progress = read_progress(path).offsets
     exists = pool_exists(path)
-    return RawStatus(pool, _lags(end, progress), dead_letter_count(spark, pool), exists)
+    return RawStatus(pool, _lags(end, progress), _dead_letters(spark, pool), exists)
+
+
+def _dead_letters(spark: Session, pool: str) -> int:
+    return dead_letter_count(spark(), pool) if pool_exists(dead_letter_path(pool)) else 0
 
 
 def raw_progress_of(spec: Spec) -> Offsets:
@@ -158,11 +166,11 @@ def etl_backlog(spec: Spec) -> int:
     return total
 
 
-def staging_status(
-    spark: SparkSession, kafka: KafkaSettings, spec: Spec, pool: str
-) -> StagingStatus:
+def staging_status(spark: Session, kafka: KafkaSettings, spec: Spec, pool: str) -> StagingStatus:
     state = read_state(pool_path(pool), spec.name)
-    view = pending_view(spark, spec, pool)
+    ingested = any(pool_exists(pool_path(raw)) for raw in spec.raw_pools())
+    # Nothing ingested yet: nothing can wait.
+    view = pending_view(spark(), spec, pool) if ingested else PendingView([], [])
     waiting = view.events
     outputs = [
         _output_status(kafka, pool, topic, state.next_offsets.get(topic, 0))
@@ -174,7 +182,7 @@ def staging_status(
         partitions=input_lags(spec, pool, state.cursors),
         pending=len(waiting),
         oldest_pending=min((w.timestamp for w in waiting), default=None),
-        expired=dead_letter_count(spark, pool),
+        expired=_dead_letters(spark, pool),
         outputs=outputs,
         exists=pool_exists(pool_path(pool)),
         open_transactions=len(view.transactions),

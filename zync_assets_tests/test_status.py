@@ -16,9 +16,11 @@ from zync_assets.status import (
     staging_status,
     table_status,
 )
-from zync_assets_tests.conftest import Stack, produce_bytes, produce_json, run_zync
+from zync_assets_tests.conftest import Stack, free_port, produce_bytes, produce_json, run_zync
 
 pytestmark = pytest.mark.integration
+
+NO_SPARK = f"sc://127.0.0.1:{free_port()}"  # a Spark Connect URL no server answers at
 
 
 def column_text(shown: str, header: str, table: int = 1) -> str:
@@ -73,9 +75,9 @@ tables:
     assert (applied.exists, applied.lag) == (True, 0)
     produce_json(stack, topic, [({"id": 9}, {"id": 9, "n": 9})])  # not ingested yet
 
-    raw = raw_status(spark, stack.kafka, "StatusRaw", [topic])
+    raw = raw_status(lambda: spark, stack.kafka, "StatusRaw", [topic])
     assert (raw.lag, raw.dead_letters) == (1, 1)
-    (staging,) = [staging_status(spark, stack.kafka, load_spec(spec_path), "StatusStaging")]
+    (staging,) = [staging_status(lambda: spark, stack.kafka, load_spec(spec_path), "StatusStaging")]
     assert (staging.lag, staging.pending, staging.expired) == (0, 0, 0)
     assert staging.outputs == [OutputStatus(f"{topic}_out", staged=3, sent=0)]
 
@@ -112,9 +114,10 @@ tables:
 
 
 def test_status_names_the_lake_it_read_and_the_pools_missing_there(
-    stack: Stack, spark_server: str, topic: str, tmp_path: Path
+    stack: Stack, topic: str, tmp_path: Path
 ) -> None:
-    """Run where no pool exists yet: it must say so, not report a cursor of 0."""
+    """Run where no pool exists yet: it must say so, not report a cursor of 0, and answer
+    without Spark (its master here is a Connect server no one listens at)."""
     spec_path = tmp_path / "elsewhere.yaml"
     spec_path.write_text(
         f"""
@@ -130,7 +133,7 @@ tables:
     )
     produce_json(stack, topic, [({"id": 1}, {"id": 1}), ({"id": 2}, {"id": 2})])
     empty_lake = tmp_path / "empty-lake"
-    env = stack.env(ZYNC_LAKE=str(empty_lake), ZYNC_SPARK_MASTER=spark_server, COLUMNS="200")
+    env = stack.env(ZYNC_LAKE=str(empty_lake), ZYNC_SPARK_MASTER=NO_SPARK, COLUMNS="200")
     shown = run_zync("status", str(spec_path), "--format", "table", env=env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert f"lake   {empty_lake.resolve()}" in shown.stdout

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
+from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -223,13 +225,19 @@ def status(specs: tuple[str, ...], output_format: str | None) -> None:
 
 
 def _read_statuses(loaded: list[Spec]) -> tuple[list[RawStatus], list[StagingStatus]]:
-    progress = Console(stderr=True)
-    with progress.status("starting Spark to read the pools…"):
-        from zync_assets.spark import spark_session
-
-        spark = spark_session("zync-status")
     settings = kafka_settings()
-    with progress.status("reading cursors, Kafka offsets and pending events…"):
+    reading = "reading cursors, Kafka offsets and pending events…"
+    with Console(stderr=True).status(reading) as progress:
+
+        @functools.cache
+        def spark() -> SparkSession:  # only for dead letters and pending events
+            from zync_assets.spark import spark_session
+
+            progress.update("starting Spark to read the pools…")
+            session = spark_session("zync-status")
+            progress.update(reading)
+            return session
+
         raws = [raw_status(spark, settings, p, ts) for p, ts in all_raw_pools(loaded).items()]
         stagings = [
             staging_status(spark, settings, spec, pool)

@@ -4,6 +4,10 @@ PostgreSQL `shop` ─ Debezium ─▶ Kafka ─ zync's continuous pipeline (raw/
 staging/ShopStaging, kafka/shop_invoices; etl_specs/shop.yaml) ─▶ Kafka ─ Debezium's
 JDBC sink ─▶ PostgreSQL `warehouse`, table shop_invoices.
 
+Beside it the same table kept as a view (etl_specs/shop_view.yaml: one `view` rule, the
+SQL join of the tables' current rows; raw/ShopViewRaw, staging/ShopViewStaging) fills
+table shop_invoice_view: each step's status changes reach it through the join.
+
 The pipeline is the stack's `pipeline` service (`zync stack up --follow`): one warm
 Spark, each stage as soon as the one before committed, every commit recorded in the
 stack's Dagster as its asset's materialization (the UI shows the lineage filling; the
@@ -41,8 +45,9 @@ from zync_assets.stack.registry import registry_v2_url
 from zync_assets.stack.services import CdcPorts, StackPorts, stack_up
 
 CHAIN = "shop"  # etl_specs/shop.yaml reads topics shop.public.* and writes shop_invoices
-POOLS = ("ShopRaw", "ShopStaging")
+POOLS = ("ShopRaw", "ShopStaging", "ShopViewRaw", "ShopViewStaging")
 SPEC = Path(__file__).resolve().parents[2] / "etl_specs" / "shop.yaml"
+VIEW_SPEC = SPEC.with_name("shop_view.yaml")  # raw/ShopViewRaw, staging/ShopViewStaging
 EXPECTED_END = [
     (100, "Alice", "taco", "closed"),
     (101, "Bob", "burrito", "paid"),
@@ -100,8 +105,9 @@ def start(console: Console, dagster_port: int, sensors: bool) -> tuple[Chain, st
         CHAIN, "avro", cdc.source_db, cdc.warehouse_db, cdc.connect,
         registry_v2_url(ports.registry),
     )  # fmt: skip
-    console.print(f"resetting the demo: database {CHAIN}, its topics, table {chain.output_topic}, "
-                  f"pools {', '.join(POOLS)}, lake tables {INVOICES}, {HISTORY}")  # fmt: skip
+    console.print(f"resetting the demo: database {CHAIN}, its topics, tables {chain.output_topic} "
+                  f"and {chain.view_topic}, pools {', '.join(POOLS)}, lake tables {INVOICES}, "
+                  f"{HISTORY}")  # fmt: skip
     chain.reset(kafka_settings())
     for pool in POOLS:
         drop_pool_files(pool)
@@ -111,16 +117,16 @@ def start(console: Console, dagster_port: int, sensors: bool) -> tuple[Chain, st
     run_sql(console, chain, SNAPSHOT)
     with console.status("starting Debezium's PostgreSQL source and JDBC sink connectors…"):
         chain.start_source_connector()
-        chain.start_sink_connector()
-    follow = None if sensors else [SPEC]
+        chain.start_sink_connector((chain.output_topic, chain.view_topic))
+    follow = None if sensors else [SPEC, VIEW_SPEC]
     with console.status("starting Dagster: webserver + daemon (about 30 s), then the pipeline…"):
         stack_up(ports, dagster_port=dagster_port, cdc=cdc, follow=follow, spark_port=spark)
     url = dagster_url(dagster_port)
     if sensors:
         console.print(f"Dagster UI: {url}  (sensors: raw_ShopRaw_kafka_sensor, zync_automation)")
     else:
-        console.print(f"Dagster UI: {url}  (the pipeline: `zync run {SPEC.name} --follow`, "
-                      f"its log in `zync stack status`)")  # fmt: skip
+        console.print(f"Dagster UI: {url}  (the pipeline: `zync run {SPEC.name} "
+                      f"{VIEW_SPEC.name} --follow`, its log in `zync stack status`)")  # fmt: skip
     return chain, url
 
 
@@ -133,12 +139,15 @@ def run_sql(console: Console, chain: Chain, step: Step) -> None:
                 conn.execute(statement)
 
 
-def wait_for_warehouse(console: Console, chain: Chain, url: str, timeout: float = 600) -> float:
-    """Wait until the warehouse equals the source's join; the seconds it took."""
+def wait_for_warehouse(
+    console: Console, chain: Chain, url: str, table: str | None = None, timeout: float = 600
+) -> float:
+    """Wait until the warehouse's `table` (default: the rules' output) equals the source's
+    join; the seconds it took."""
     instance = open_instance(dagster_home(state_dir()))
     expected, started = chain.expected_rows(), time.monotonic()
-    with console.status("waiting for the warehouse…") as status:
-        while chain.warehouse_rows() != expected:
+    with console.status(f"waiting for the warehouse's {table or chain.output_topic}…") as status:
+        while chain.warehouse_rows(table) != expected:
             waited = time.monotonic() - started
             if waited > timeout:
                 raise ZyncError(
@@ -174,6 +183,8 @@ def run_cdc_demo(console: Console, dagster_port: int, sensors: bool = False) -> 
         after = " after the commit" if step is not None else ""
         console.print(f"the warehouse matches the source ({seconds:.0f}s{after})")
         console.print(warehouse_table(console, chain))
+        view = wait_for_warehouse(console, chain, url, chain.view_topic)
+        console.print(f"the view's table {chain.view_topic} matches it too ({view:.0f}s later)")
         lagged = lake.wait(console, chain)
         console.print(f"the lake tables match the source ({lagged:.0f}s after the warehouse)")
         lake.show(console)

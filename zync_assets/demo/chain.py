@@ -70,6 +70,11 @@ class Chain:
         return f"{self.name}_invoices"  # also the warehouse table's name
 
     @property
+    def view_topic(self) -> str:
+        """etl_specs/shop_view.yaml's output: the same table kept as a view."""
+        return f"{self.name}_invoice_view"  # also its warehouse table's name
+
+    @property
     def connect(self) -> ConnectApi:
         return ConnectApi(f"http://127.0.0.1:{self.connect_port}")
 
@@ -124,12 +129,14 @@ class Chain:
                 conn.execute("SELECT pg_drop_replication_slot(%s)", [self.name])
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
         with self.warehouse() as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {self.output_topic}")
+            for table in (self.output_topic, self.view_topic):
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
         delete_topics(kafka, [t for t in topic_names(kafka) if self._owns(t)])
 
     def _owns(self, topic: str) -> bool:
         return topic.startswith(f"{self.name}.") or topic in (
             self.output_topic,
+            self.view_topic,
             f"__debezium-heartbeat.{self.name}",
         )
 
@@ -159,9 +166,13 @@ class Chain:
         with self.source() as conn:
             return list(conn.execute(EXPECTED_QUERY).fetchall())
 
-    def warehouse_rows(self) -> list[tuple[Any, ...]]:
-        """The sink's table in the shape of EXPECTED_QUERY; [] before it exists."""
-        query = f"SELECT id, customer, item, amount, status FROM {self.output_topic} ORDER BY id"
+    def warehouse_rows(self, table: str | None = None) -> list[tuple[Any, ...]]:
+        """The sink's table (default: the output topic's) in the shape of EXPECTED_QUERY;
+        [] before it exists."""
+        query = (
+            f"SELECT id, customer, item, amount, status FROM {table or self.output_topic} "
+            "ORDER BY id"
+        )
         with self.warehouse() as conn:
             try:
                 return list(conn.execute(query).fetchall())
