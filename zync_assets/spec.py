@@ -107,7 +107,8 @@ def load_spec(path: str | Path) -> Spec:
         raise _fail(path, "", "expected a mapping with inputs, outputs and transforms")
     unknown = set(data) - {"inputs", "outputs", "transforms", "shaper", "tables"}
     if unknown:
-        raise _fail(path, "", f"unknown section(s) {', '.join(sorted(unknown))}")
+        names = sorted(str(name) for name in unknown)  # YAML keys may be null or numbers
+        raise _fail(path, "", f"unknown section(s) {', '.join(names)}")
     inputs = _routes(path, data, "inputs", required=True)
     outputs = _routes(path, data, "outputs", required=False)
     seen: dict[str, str] = {}

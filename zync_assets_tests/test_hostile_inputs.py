@@ -134,6 +134,28 @@ def test_a_spec_file_not_in_utf8_is_one_clear_error(tmp_path: Path) -> None:
         load_spec(path)
 
 
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (GOOD_SPEC + "~: x\n", "unknown section(s) None"),  # the fuzzer's find: a null key
+        (GOOD_SPEC + "7: x\n", "unknown section(s) 7"),
+        (GOOD_SPEC.replace('sql: "in.key AS key"', 'sql: "in.key AS key", ~: 1'),
+         "None: not a field of a stateless rule"),
+        (GOOD_SPEC + "tables:\n  - {name: t, source: T, keys: [id], ~: 1}\n",
+         "None: not a field of a table"),
+    ],
+    ids=["null-section", "number-section", "null-rule-field", "null-table-field"],
+)  # fmt: skip
+def test_a_spec_key_that_is_not_a_string_is_one_clear_error(
+    tmp_path: Path, text: str, error: str
+) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    with pytest.raises(ZyncError) as refused:
+        load_spec(path)
+    assert error in str(refused.value) and "\n" not in str(refused.value), refused.value
+
+
 @settings(max_examples=FUZZ, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_random_and_mutated_spec_files_load_or_fail_clearly(data, tmp_path_factory) -> None:

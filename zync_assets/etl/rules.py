@@ -104,7 +104,8 @@ def _parse_rule(
         raise _fail(path, number, "in", f"a {kind} rule takes {takes}, not in")
     unknown = set(item) - RULE_FIELDS[kind]
     if unknown:
-        raise _fail(path, number, sorted(unknown)[0], f"not a field of a {kind} rule")
+        first = sorted(str(name) for name in unknown)[0]  # YAML keys may be null or numbers
+        raise _fail(path, number, first, f"not a field of a {kind} rule")
     if kind == "txn":
         return _parse_txn(path, number, item, input_topics, output_topics)
     if kind == "view":

@@ -105,7 +105,7 @@ def _parse_one(path: Path, index: int, item: Any, pools: dict[str, tuple[str, bo
             path, str(index), "name",
             f"{name!r} is not a table name (a letter, then up to 63 letters, digits or _)",
         )  # fmt: skip
-    unknown = sorted(set(item) - TABLE_FIELDS)
+    unknown = sorted(str(name) for name in set(item) - TABLE_FIELDS)  # YAML keys: any scalar
     if unknown:
         raise _fail(path, name, unknown[0], "not a field of a table")
     source = item.get("source")
