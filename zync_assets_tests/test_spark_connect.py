@@ -127,10 +127,17 @@ def test_a_shaper_and_dead_letters_through_the_connect_server(
     assert "changes the number of rows" in refused.stderr.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("args", [("status",), ("query", "SELECT 1")])
+@pytest.mark.parametrize("args", [("status", "{spec}"), ("query", "SELECT 1")])
 def test_a_server_that_is_down_is_one_line_naming_its_url(
-    stack: Stack, lake: Path, args: tuple[str, ...]
+    spark, stack: Stack, lake: Path, tmp_path: Path, args: tuple[str, ...]
 ) -> None:
+    # status needs Spark only for a pool that holds events: give it one.
+    spark.range(1).write.format("delta").save(str(lake / "DownRaw"))
+    spec = tmp_path / "down.yaml"
+    spec.write_text("inputs:\n  - {topic: down, pool: DownRaw}\noutputs:\n  - {topic: down_out, "
+                    "pool: DownStaging}\ntransforms:\n  - {type: stateless, in: down, out: "
+                    "down_out, sql: \"in.key AS key\"}\n")  # fmt: skip
+    args = tuple(a.format(spec=spec) for a in args)
     url = f"sc://127.0.0.1:{free_port()}"
     started = time.monotonic()
     done = run_zync(*args, env=stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=url))

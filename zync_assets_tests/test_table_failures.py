@@ -191,7 +191,7 @@ def test_a_topic_only_a_lake_table_reads_is_no_part_of_the_etls_lag(
     assert result.pass_once(Recorded()).failures == {}
     spec = pipe.spec
     assert spec.etl_topics("Staging") == [pipe.topic["Items"]]
-    staging = staging_status(spark, stack.kafka, spec, "Staging")
+    staging = staging_status(lambda: spark, stack.kafka, spec, "Staging")
     assert staging.lag == 0 and [p.topic for p in staging.partitions] == [pipe.topic["Items"]]
     assert etl_backlog(spec) == 0
     (notes,) = [table_status(spec, t) for t in spec.tables if t.source == pipe.topic["Notes"]]
