@@ -71,7 +71,7 @@ class Chain:
 
     @property
     def view_topic(self) -> str:
-        """etl_specs/shop_view.yaml's output: the same table kept as a view."""
+        """etl_specs/demo/shop_view.yaml's output: the same table kept as a view."""
         return f"{self.name}_invoice_view"  # also its warehouse table's name
 
     @property
