@@ -32,6 +32,7 @@ from zync_assets.stack.services import (
     stack_up,
 )
 from zync_assets_tests.support import scheduling
+from zync_assets_tests.support.in_process import needs_a_process, run_in_process, worker_session
 from zync_assets_tests.support.py4j_sync import drop_thread_connection
 
 ZYNC = str(Path(sys.executable).parent / "zync")
@@ -276,11 +277,9 @@ def topic(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def spark():
-    from zync_assets.spark import spark_session
-
     # The worker's session lives as long as the suite: C2's code, not the C1-only fast start
     # of a one-pass command (tables passes ~20% faster once warm, measured on 2 cores).
-    session = spark_session("zync-tests", long_lived=True)
+    session = worker_session()
     yield session
     session.stop()
 
@@ -301,8 +300,14 @@ def _spark_usable_after_a_failure(request: pytest.FixtureRequest) -> Iterator[No
     """A test that failed mid-call (a timeout above all) must not take the worker's
     SparkSession down with it: see support/py4j_sync.py."""
     yield
-    if request.node.stash.get(_FAILED, False) and "spark" in request.fixturenames:
-        drop_thread_connection(request.getfixturevalue("spark"))
+    if request.node.stash.get(_FAILED, False) and (session := _live_session()) is not None:
+        drop_thread_connection(session)
+
+
+def _live_session():  # -> SparkSession | None; PySpark only if a test has loaded it
+    """The worker's SparkSession, if a test (or an in-process `zync`) started it."""
+    module = sys.modules.get("pyspark.sql.session")
+    return None if module is None else module.SparkSession._instantiatedSession
 
 
 def run_zync(
@@ -311,18 +316,27 @@ def run_zync(
     stdin: str | None = None,
     timeout: float = 120,
     cwd: Path | None = None,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real `zync` console script."""
-    return subprocess.run(
-        [ZYNC, *args], input=stdin, capture_output=True, text=True, env=env, timeout=timeout,
-        cwd=cwd,
-    )  # fmt: skip
+    """Run `zync`: the CLI's `main` in this worker, over its warm Spark (support/
+    in_process.py), or the real console script where the call needs a process of its
+    own or the test asks for one (`process=True`: the process itself is under test)."""
+    environment = dict(os.environ) if env is None else env
+    if process or needs_a_process(environment, stdin):
+        return subprocess.run(
+            [ZYNC, *args], input=stdin, capture_output=True, text=True, env=environment,
+            timeout=timeout, cwd=cwd,
+        )  # fmt: skip
+    return run_in_process(list(args), environment, cwd)
 
 
-def zync_ok(*args: str, env: dict[str, str], timeout: float = 600, cwd: Path | None = None) -> str:
-    """Run `zync`, which must succeed without a traceback or a third party's WARN line;
-    its standard output."""
-    done = run_zync(*args, env=env, timeout=timeout, cwd=cwd)
+def zync_ok(
+    *args: str, env: dict[str, str], timeout: float = 600, cwd: Path | None = None,
+    process: bool = False,
+) -> str:  # fmt: skip
+    """Run `zync` (as run_zync does), which must succeed without a traceback or a third
+    party's WARN line; its standard output."""
+    done = run_zync(*args, env=env, timeout=timeout, cwd=cwd, process=process)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "WARN" not in done.stderr, done.stderr
     return done.stdout

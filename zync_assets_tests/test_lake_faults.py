@@ -56,8 +56,9 @@ def fill(folder: Path) -> Path:
 
 
 def ingest(stack: Stack, topic: str, lake: Path):
+    # A process of its own: its whole stderr, the JVM's lines too, must be one line.
     return run_zync("from-kafka", "-t", topic, "-p", "Disk", "--once",
-                    env=stack.env(ZYNC_LAKE=str(lake)), timeout=240)  # fmt: skip
+                    env=stack.env(ZYNC_LAKE=str(lake)), timeout=240, process=True)  # fmt: skip
 
 
 def assert_one_clear_line(done, cause: str) -> None:

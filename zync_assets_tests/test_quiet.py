@@ -77,11 +77,15 @@ def test_common_commands_print_nothing_third_party(
         (["pool", "maintain", "QuietRaw"], env, None),
     ]
     for args, environment, stdin in commands:
-        done = run_zync(*args, env=environment, stdin=stdin, timeout=240, cwd=tmp_path)
+        done = run_zync(
+            *args, env=environment, stdin=stdin, timeout=240, cwd=tmp_path, process=True
+        )
         assert done.returncode == 0, (args, done.stderr)
         assert not THIRD_PARTY.search(done.stderr), (args, done.stderr)
         assert not JVM_STDOUT.search(done.stdout), (args, done.stdout)
-    counted = run_zync("query", "SELECT count(*) AS n FROM QuietRaw", env=connect, cwd=tmp_path)
+    counted = run_zync(
+        "query", "SELECT count(*) AS n FROM QuietRaw", env=connect, cwd=tmp_path, process=True
+    )
     assert json.loads(counted.stdout) == {"n": 4}  # the commands did their work
 
 
@@ -89,12 +93,14 @@ def test_a_dead_broker_is_one_line_and_verbose_shows_the_clients_own_logs(
     tmp_path: Path,
 ) -> None:
     env = {**os.environ, "ZYNC_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}"}
-    quiet = run_zync("info", "--topic", "t", env=env, cwd=tmp_path, timeout=60)
+    quiet = run_zync("info", "--topic", "t", env=env, cwd=tmp_path, timeout=60, process=True)
     assert quiet.returncode == 1
     assert len(quiet.stderr.strip().splitlines()) == 1, quiet.stderr
     assert quiet.stderr.startswith("zync: error: ")
 
-    verbose = run_zync("-v", "info", "--topic", "t", env=env, cwd=tmp_path, timeout=60)
+    verbose = run_zync(
+        "-v", "info", "--topic", "t", env=env, cwd=tmp_path, timeout=60, process=True
+    )
     assert verbose.returncode == 1
     assert "zync.librdkafka" in verbose.stderr  # librdkafka's own words, through zync's logger
     assert verbose.stderr.rstrip().splitlines()[-1] == quiet.stderr.strip()
@@ -104,7 +110,7 @@ def test_zync_debug_passes_the_jvms_start_up_lines(stack: Stack, tmp_path: Path)
     """The filter drops only what it names: with ZYNC_DEBUG=1 the JVM's lines come through."""
     env = stack.env(ZYNC_LAKE=str(tmp_path / "lake"), ZYNC_DEBUG="1")
     env.pop("ZYNC_SPARK_MASTER", None)
-    done = run_zync("query", "SELECT 1 AS one", env=env, cwd=tmp_path)
+    done = run_zync("query", "SELECT 1 AS one", env=env, cwd=tmp_path, process=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"one": 1}
     assert "Using incubator modules" in done.stderr
