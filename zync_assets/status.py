@@ -7,6 +7,12 @@ Lag is always "end − cursor" of one hop:
   staging pool    raw pool's progress     − the ETL cursor (includes pending events)
   output topic    staging records         − records in the topic
   lake table      its source pool's end   − the table's cursor
+
+Pending events, open transactions and dead letters come from what the last pass or copy
+recorded in its commit (etl/state.py's PassFigures, ingest's dead-letter copies) while
+that record is current: no event ingested since the pass read the raw pools. Only where
+it is not (new events the ETL has not seen, pools made before passes recorded them)
+does status start Spark to count them.
 """
 
 from __future__ import annotations
@@ -14,11 +20,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import SparkSession
 
 from zync_assets.etl.report import PendingView, pending_view
-from zync_assets.etl.state import read_state
+from zync_assets.etl.state import EtlState, PassFigures, pass_figures, read_state
+from zync_assets.ingest.dead_letters import recorded_dead_letters
 from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.kafka.offsets import high_marks, watermarks
@@ -115,8 +123,15 @@ Session = Callable[[], SparkSession]
 
 
 def dead_letter_count(spark: SparkSession, pool: str) -> int:
+    """Rows in `<pool>_dlq`, counted: a Spark job."""
     path = dead_letter_path(pool)
     return spark.read.format("delta").load(path).count() if pool_exists(path) else 0
+
+
+def raw_dead_letters(spark: Session, pool: str) -> int:
+    """Rows in raw pool `pool`'s `<pool>_dlq`: as its copies recorded them, else counted."""
+    recorded = recorded_dead_letters(pool)
+    return recorded if recorded is not None else _dead_letters(spark, pool)
 
 
 def _lags(end: Offsets, cursors: Offsets) -> list[PartitionLag]:
@@ -133,7 +148,7 @@ def raw_status(spark: Session, kafka: KafkaSettings, pool: str, topics: list[str
     path = pool_path(pool)
     progress = read_progress(path).offsets
     exists = pool_exists(path)
-    return RawStatus(pool, _lags(end, progress), _dead_letters(spark, pool), exists)
+    return RawStatus(pool, _lags(end, progress), raw_dead_letters(spark, pool), exists)
 
 
 def _dead_letters(spark: Session, pool: str) -> int:
@@ -168,26 +183,68 @@ def etl_backlog(spec: Spec) -> int:
 
 def staging_status(spark: Session, kafka: KafkaSettings, spec: Spec, pool: str) -> StagingStatus:
     state = read_state(pool_path(pool), spec.name)
-    ingested = any(pool_exists(pool_path(raw)) for raw in spec.raw_pools())
-    # Nothing ingested yet: nothing can wait.
-    view = pending_view(spark(), spec, pool) if ingested else PendingView([], [])
-    waiting = view.events
     outputs = [
         _output_status(kafka, pool, topic, state.next_offsets.get(topic, 0))
         for topic in spec.staging_pools()[pool]
     ]
+    recorded = current_figures(spec, pool, state)
     return StagingStatus(
         pool=pool,
         spec=spec.name,
         partitions=input_lags(spec, pool, state.cursors),
-        pending=len(waiting),
-        oldest_pending=min((w.timestamp for w in waiting), default=None),
-        expired=_dead_letters(spark, pool),
         outputs=outputs,
         exists=pool_exists(pool_path(pool)),
-        open_transactions=len(view.transactions),
-        oldest_open_transaction=min((t.oldest for t in view.transactions), default=None),
+        **(_recorded(recorded, spark, pool) if recorded else _counted(spark, spec, pool)),
     )
+
+
+def current_figures(spec: Spec, pool: str, state: EtlState) -> PassFigures | None:
+    """The last pass's figures, if it recorded them and no event came in since it read
+    the raw pools (else the events it held back are not all there is)."""
+    figures = pass_figures(state)
+    if figures is None:
+        return None
+    progress = raw_progress_of(spec)
+    for topic in spec.etl_topics(pool):
+        seen = figures.raw_seen.get(topic, {})
+        if any(end > seen.get(part, 0) for part, end in progress.get(topic, {}).items()):
+            return None
+    return figures
+
+
+def _recorded(figures: PassFigures, spark: Session, pool: str) -> dict[str, Any]:
+    expired = figures.expired_total
+    return {
+        "pending": figures.pending,
+        "oldest_pending": figures.oldest_pending,
+        "expired": expired if expired is not None else _dead_letters(spark, pool),
+        "open_transactions": figures.open_transactions,
+        "oldest_open_transaction": figures.oldest_open_transaction,
+    }
+
+
+def expired_total(spark: Session, spec: Spec, pool: str) -> int:
+    """Events of `spec` that expired in staging pool `pool`: as its passes recorded them,
+    else the rows of `<pool>_dlq`, counted."""
+    figures = pass_figures(read_state(pool_path(pool), spec.name))
+    if figures is not None and figures.expired_total is not None:
+        return figures.expired_total
+    return _dead_letters(spark, pool)
+
+
+def _counted(spark: Session, spec: Spec, pool: str) -> dict[str, Any]:
+    """The figures by classifying the pending events again: Spark jobs."""
+    ingested = any(pool_exists(pool_path(raw)) for raw in spec.raw_pools())
+    # Nothing ingested yet: nothing can wait.
+    view = pending_view(spark(), spec, pool) if ingested else PendingView([], [])
+    waiting = view.events
+    return {
+        "pending": len(waiting),
+        "oldest_pending": min((w.timestamp for w in waiting), default=None),
+        "expired": _dead_letters(spark, pool),
+        "open_transactions": len(view.transactions),
+        "oldest_open_transaction": min((t.oldest for t in view.transactions), default=None),
+    }
 
 
 def table_status(spec: Spec, table: TableDef) -> TableStatus:

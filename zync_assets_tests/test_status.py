@@ -43,7 +43,7 @@ def test_lag_never_goes_negative_and_coverage_needs_every_partition() -> None:
 
 
 def test_status_shows_lag_pending_dead_letters_and_unsent_records(
-    spark, stack: Stack, spark_server: str, registry, topic: str, tmp_path: Path, lake: Path
+    spark, stack: Stack, registry, topic: str, tmp_path: Path, lake: Path
 ) -> None:
     from zync_assets.etl.run import run_etl
     from zync_assets.ingest.ingest import ingest
@@ -81,7 +81,9 @@ tables:
     assert (staging.lag, staging.pending, staging.expired) == (0, 0, 0)
     assert staging.outputs == [OutputStatus(f"{topic}_out", staged=3, sent=0)]
 
-    env = stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=spark_server)
+    # Every figure is in a commit the passes made: status answers with no Spark (its
+    # master here is a Connect server no one listens at).
+    env = stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=NO_SPARK)
     shown = run_zync("status", str(spec_path), env=env, timeout=300)  # piped: JSON
     assert shown.returncode == 0, shown.stderr
     document = json.loads(shown.stdout)
@@ -111,6 +113,62 @@ tables:
     assert column_text(narrow.stdout, "pool", table=2) == "StatusStaging"
     assert column_text(narrow.stdout, "table", table=4) == "status_current"
     assert [(t["table"], t["lag"]) for t in document["tables"]] == [("status_current", 0)]
+
+
+def test_pending_events_come_from_the_last_pass_until_new_events_come_in(
+    spark, stack: Stack, registry, topic: str, tmp_path: Path, lake: Path
+) -> None:
+    """A pass records the events it held back; status reads that record with no Spark job
+    while it is current, and counts again (Spark) once an event came in after it."""
+    from zync_assets.etl.report import pending_view
+    from zync_assets.etl.run import run_etl
+    from zync_assets.ingest.ingest import ingest
+    from zync_assets.spec import load_spec
+
+    left, right = f"{topic}_l", f"{topic}_r"
+    spec_path = tmp_path / "pending.yaml"
+    spec_path.write_text(
+        f"""
+inputs:
+  - {{topic: {left}, pool: PendRaw}}
+  - {{topic: {right}, pool: PendRaw}}
+outputs:
+  - {{topic: {topic}_out, pool: PendStaging}}
+transforms:
+  - type: denorm
+    left: {left}
+    right: {right}
+    join-on: left.after:id::bigint = right.after:id::bigint
+    out: {topic}_out
+    sql: "left.key AS key, named_struct('id', left.after:id::bigint) AS value"
+"""
+    )
+    spec = load_spec(spec_path)
+
+    def envelope(i: int) -> dict:
+        return {"op": "c", "after": {"id": i}}
+
+    produce_json(stack, left, [({"id": i}, envelope(i)) for i in (1, 2)])
+    produce_json(stack, right, [({"id": 1}, envelope(1))])
+    ingest(spark, "PendRaw", [left, right], stack.kafka, registry)
+    run_etl(spark, spec)
+    started: list[bool] = []
+
+    def starter():
+        started.append(True)
+        return spark
+
+    recorded = staging_status(starter, stack.kafka, spec, "PendStaging")
+    assert not started, "status started Spark though the last pass recorded its figures"
+    (waiting,) = pending_view(spark, spec, "PendStaging").events  # left 2: no right yet
+    assert (recorded.pending, recorded.oldest_pending) == (1, waiting.timestamp)
+    assert (recorded.open_transactions, recorded.expired) == (0, 0)
+
+    produce_json(stack, right, [({"id": 2}, envelope(2))])
+    ingest(spark, "PendRaw", [left, right], stack.kafka, registry)  # no ETL pass yet
+    counted = staging_status(starter, stack.kafka, spec, "PendStaging")
+    assert started, "status trusted a record older than the raw pool"
+    assert (counted.pending, counted.oldest_pending) == (0, None)  # left 2 pairs now
 
 
 def test_status_names_the_lake_it_read_and_the_pools_missing_there(

@@ -29,7 +29,7 @@ from zync_assets.etl.open_txns import TransactionCounts, transaction_counts
 from zync_assets.etl.pending import classified_events, oldest_pending
 from zync_assets.etl.records import DONE_STATUS, done_records, output_records, outputs_per_topic
 from zync_assets.etl.snapshot import history, new_cursors
-from zync_assets.etl.state import EtlState, read_state, state_metadata
+from zync_assets.etl.state import EtlState, figures_metadata, read_state, state_metadata
 from zync_assets.etl.views import ViewOutputs, view_outputs
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.pools import pool_path
@@ -148,10 +148,17 @@ def _run_pool(
         if outputs is not None:
             records = outputs.unionByName(records, allowMissingColumns=True)  # `txn`
         cursors = new_cursors(summary, snap.raw_end, snap.state)
+        transactions: TransactionCounts = seen["transactions"]
+        figures = figures_metadata(
+            snap.state, pending=pending, oldest_pending=seen["oldest_pending"],
+            open_transactions=transactions.open,
+            oldest_open_transaction=transactions.oldest_open,
+            expired=counts.get("expired", 0), raw_seen=snap.raw_end,
+        )  # fmt: skip
         meta = state_metadata(
             spec.name, run, attempt, cursors, next_offsets,
             outputs=sum(per_topic.values()), done=consumed, expired=counts.get("expired", 0),
-            pending=pending, views=views,
+            views=views, **figures,
         )  # fmt: skip
         append_pass(records, path, spec.name, pool, run, meta, merge_schema=whole)
     finally:

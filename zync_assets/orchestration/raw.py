@@ -40,7 +40,7 @@ from zync_assets.ingest.ranges import (
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.lease import pipeline_feeding
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
-from zync_assets.status import dead_letter_count
+from zync_assets.status import raw_dead_letters
 
 PROGRESS_KEY = "progress"  # materialization metadata: per topic-partition end offsets (JSON)
 POOL_TAG = "zync/pool"
@@ -145,7 +145,7 @@ def raw_pool_asset(pool: str, topics: list[str], formats: dict[str, WireFormat] 
 
 def raw_pool_materialization(session: SparkSession, result: IngestResult) -> MaterializeResult:
     """What an ingest commit records in Dagster, from a run or from `zync run`."""
-    dead = dead_letter_count(session, result.pool)
+    dead = raw_dead_letters(lambda: session, result.pool)
     return MaterializeResult(
         asset_key=raw_key(result.pool),
         metadata={**ingest_metadata(result), "dead_letters_total": dead},

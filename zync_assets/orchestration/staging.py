@@ -24,7 +24,7 @@ from zync_assets.ingest.ranges import offsets_to_json
 from zync_assets.orchestration.raw import dead_letter_check, raw_key
 from zync_assets.orchestration.resources import SparkResource
 from zync_assets.spec import Spec
-from zync_assets.status import dead_letter_count, input_lags
+from zync_assets.status import expired_total, input_lags
 
 CURSORS_KEY = "cursors"
 RAW_SEEN_KEY = "raw_offsets_seen"  # the raw pool's end offsets this pass read up to
@@ -124,7 +124,7 @@ def etl_materializations(
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
     """What an ETL commit records in Dagster, from a run or from `zync run`."""
     pool = result.pool
-    expired = dead_letter_count(session, pool)
+    expired = expired_total(lambda: session, spec, pool)
     metadata = {
         **etl_metadata(result),
         "lag": sum(p.lag for p in input_lags(spec, pool, result.cursors)),
