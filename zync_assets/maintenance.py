@@ -6,6 +6,8 @@ retention eventually deletes the commits that hold a writer's state. Maintenance
 run by `zync run --follow` after the passes that committed, by `zync maintain`
 and by Dagster's `pool_maintenance` job:
 
+- deletes the view row versions a newer version replaced, where a staging pool keeps
+  views (etl/view_state.py), before it compacts;
 - compacts a pool once `compact_every` commits came since its last maintenance
   (Delta's OPTIMIZE: a rewrite with dataChange=false, which appends never conflict
   with, so it cannot race a writer into a lost or duplicated row);
@@ -26,6 +28,8 @@ from pyspark.sql import SparkSession
 
 from zync_assets.commits import CARRY_KEY, carry_metadata, commit_info, newest_states
 from zync_assets.delta_writes import CONCURRENT_WRITE
+from zync_assets.etl.state import METADATA_KEY as ETL_STATE_KEY
+from zync_assets.etl.view_state import prune_superseded
 from zync_assets.pools import TABLES_FOLDER, commit_file, pool_exists, pool_version
 from zync_assets.spark import session_conf
 
@@ -42,6 +46,7 @@ class MaintenancePolicy:
 @dataclass(frozen=True)
 class Maintained:
     pool: str
+    pruned: int = 0  # superseded view row versions deleted
     files_removed: int = 0  # by compaction: small files now in `files_added`
     files_added: int = 0
     carried: int = 0  # states in the carry commit (0: none written)
@@ -50,6 +55,8 @@ class Maintained:
 
     def describe(self) -> str:
         done = []
+        if self.pruned:
+            done.append(f"deleted {self.pruned} superseded view row versions")
         if self.files_removed:
             done.append(f"compacted {self.files_removed} files into {self.files_added}")
         if self.carried:
@@ -90,12 +97,26 @@ class Maintenance:
     def maintain(self, path: str, compact: bool = True, vacuum: bool | None = None) -> Maintained:
         """Compact (if asked), vacuum (if due or asked), carry the writers' states."""
         started = time.monotonic()
+        pruned = self._prune_views(path) if compact else 0
         removed, added = self._compact(path) if compact else (0, 0)
         if vacuum is None:
             vacuum = time.time() - self._vacuumed_at.get(path, 0.0) >= self.policy.vacuum_every_s
         vacuumed = self._vacuum(path) if vacuum else 0  # VACUUM commits too: carry after it
         carried = self._carry(path)
-        return Maintained(path, removed, added, carried, vacuumed, time.monotonic() - started)
+        return Maintained(
+            path, pruned, removed, added, carried, vacuumed, time.monotonic() - started
+        )
+
+    def _prune_views(self, path: str) -> int:
+        """Superseded view row versions deleted, where an ETL state of the pool names views."""
+        read = pool_version(path)
+        states = newest_states(path, read) if read is not None else {}
+        if not any(c.data.get("views") for c in states.get(ETL_STATE_KEY, [])):
+            return 0
+        try:
+            return prune_superseded(self.session, path)
+        except CONCURRENT_WRITE:
+            return 0  # a rewrite race (another maintenance): the next one deletes them
 
     def _compact(self, path: str) -> tuple[int, int]:
         try:

@@ -23,13 +23,20 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
+from zync_assets.commits import commit_info
+from zync_assets.etl.state import read_state
 from zync_assets.kafka.registry import Registry
+from zync_assets.maintenance import Maintained, Maintenance
+from zync_assets.pools import commit_file, pool_path, pool_version
+from zync_assets.spec import load_spec
 from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests.conftest import Stack
 from zync_assets_tests.test_transactions import etl_pass
@@ -41,6 +48,7 @@ SEED = int(os.environ.get("ZYNC_VIEW_MODEL_SEED", "0"))
 CASES = int(os.environ.get("ZYNC_VIEW_MODEL_CASES", "1000"))
 ROUNDS = int(os.environ.get("ZYNC_VIEW_MODEL_ROUNDS", "4"))
 TRUNCATE_ROUND = 3
+PRUNE_ROUND = 3  # maintenance deletes superseded row versions beside this round's pass
 
 SPEC = """
 inputs:
@@ -177,6 +185,7 @@ def test_views_equal_their_query_over_current_rows_after_every_round(
     spec = tmp_path / "views.yaml"
     spec.write_text(SPEC.format(p=src.p))
     cases = [Case(n, src, rng) for n in range(1, CASES + 1)]
+    staging, pruned = pool_path(f"{src.p}_staging"), 0
     for round_number in range(1, ROUNDS + 1):
         if round_number == TRUNCATE_ROUND:
             src.truncate("accounts")
@@ -184,7 +193,10 @@ def test_views_equal_their_query_over_current_rows_after_every_round(
             for _ in range(rng.randint(0, 4)):
                 case.step()
         src.flush()
-        etl_pass(spark, stack, registry, spec)
+        if round_number == PRUNE_ROUND:
+            pruned = pass_beside_maintenance(spark, stack, registry, spec, staging)
+        else:
+            etl_pass(spark, stack, registry, spec)
         sync_pool(spark, f"{src.p}_staging", stack.kafka, registry, default_format="json")
         for view, sql in REFERENCE.items():
             key = KEYS[view]
@@ -196,3 +208,36 @@ def test_views_equal_their_query_over_current_rows_after_every_round(
                 f"e.g. {wrong[0]}: sink {got.get(wrong[0])}, query {want.get(wrong[0])}"
             )
     assert len(src.rows["accounts"]) > CASES // 2  # the stories left rows to compare
+    assert pruned > 0, "maintenance deleted no superseded row version beside the pass"
+    Maintenance(spark).maintain(staging, vacuum=False)
+    versions = spark.read.format("delta").load(staging).where("kind = 'view'")
+    rows = versions.select("status", "kafka.topic", F.to_json("key")).distinct()
+    assert versions.count() == rows.count()  # one version per row is left: the newest
+
+
+def pass_beside_maintenance(
+    spark, stack: Stack, registry: Registry, spec: Path, staging: str
+) -> int:
+    """A pass (ingest, then ETL) while maintenance deletes the view's superseded row
+    versions beside it; how many it deleted. The delete must commit while the pass runs,
+    before the pass's own commit (whether before or after the ETL's read of the pool is
+    the machine's choice; either way the rounds after must still equal the query)."""
+    read = pool_version(staging)
+    done: list[Maintained] = []
+    beside = threading.Thread(
+        target=lambda: done.append(Maintenance(spark).maintain(staging, vacuum=False))
+    )
+    beside.start()
+    etl_pass(spark, stack, registry, spec)
+    beside.join()
+    assert read is not None and done, "no pool to maintain, or the maintenance failed"
+    passed = read_state(staging, load_spec(spec).name).version
+    merges = [
+        v for v in range(read + 1, (pool_version(staging) or 0) + 1)
+        if (commit_info(commit_file(staging, v)) or {}).get("operation") == "MERGE"
+    ]  # fmt: skip
+    assert merges and passed is not None and merges[0] < passed, (
+        f"the delete (commits {merges}) did not land while the pass ran (pool version "
+        f"{read} before it, its commit {passed})"
+    )
+    return done[0].pruned

@@ -4,14 +4,23 @@ Each pass writes one row per input row it changed (kind `view`, `status` the vie
 output topic, `value` the row, NULL once deleted), in the same commit as the pass's
 outputs and done records. A row's current version is its newest: the highest run, and
 within a run the highest source offset.
+
+Only a row's newest version is ever read (its current row), so pool maintenance deletes
+the versions a newer one replaced (prune_superseded): the state then grows with the
+inputs' rows, not with every change they had. The delete keeps every row's newest
+version, whatever commit a pass makes beside it: a pass appends without reading through
+Delta's transaction (a blind append), which a delete does not conflict with, and what it
+appends is newer than anything the delete removes.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.window import WindowSpec
 
 from zync_assets.etl.compile import CompiledRule
+from zync_assets.spark import pinned, unpin
 
 VIEW_KIND = "view"  # the staging pool's `kind` of a view's row versions
 
@@ -39,3 +48,45 @@ def newest(versions: DataFrame, ids: DataFrame | None = None) -> DataFrame:
     return (
         versions.withColumn("__n", F.row_number().over(order)).where(F.col("__n") == 1).drop("__n")
     )
+
+
+def _newest_first() -> WindowSpec:
+    return Window.partitionBy("status", "__topic", "__id").orderBy(
+        F.col("run").desc(), F.col("kafka.offset").desc()
+    )
+
+
+def superseded_versions(staging: DataFrame) -> DataFrame:
+    """Every view's row versions that a newer version of the same row replaced: `status`
+    (the view), `run` and the event's `__topic`, `__partition`, `__offset`."""
+    versions = staging.where(F.col("kind") == VIEW_KIND).select(
+        "status", "run", "kafka", F.col("kafka.topic").alias("__topic"), row_id().alias("__id")
+    )
+    return (
+        versions.withColumn("__n", F.row_number().over(_newest_first()))
+        .where(F.col("__n") > 1)
+        .select(
+            "status", "run", "__topic",
+            F.col("kafka.partition").alias("__partition"),
+            F.col("kafka.offset").alias("__offset"),
+        )
+    )  # fmt: skip
+
+
+def prune_superseded(spark: SparkSession, path: str) -> int:
+    """Delete the superseded view row versions of the staging pool at `path` (one Delta
+    MERGE, only if there are any); how many."""
+    gone = pinned(superseded_versions(spark.read.format("delta").load(path)))
+    try:
+        count = gone.count()
+        if count:
+            spark.sql(
+                f"MERGE INTO delta.`{path}` AS t USING {{gone}} AS s "
+                f"ON t.kind = '{VIEW_KIND}' AND t.status = s.status AND t.run = s.run "
+                "AND t.kafka.topic = s.__topic AND t.kafka.partition = s.__partition "
+                "AND t.kafka.offset = s.__offset WHEN MATCHED THEN DELETE",
+                gone=gone,
+            ).collect()
+        return count
+    finally:
+        unpin(gone)
