@@ -96,3 +96,47 @@ def test_a_carry_keeps_an_idle_writers_state_after_log_retention(spark, tmp_path
     assert read_state(carried, "new").run == 0  # the carry says it never had a state
     with pytest.raises(ZyncError, match="removed by log retention"):
         read_state(control, "idle")  # not a silent fresh start at offset 0
+
+
+def view_run(spark, path: str, run: int, rows: list[str]) -> None:
+    """An ETL commit of a pool with views: `rows` are SQL select lists of staging rows."""
+    frame = spark.sql(" UNION ALL ".join(f"SELECT {row}" for row in rows))
+    meta = metadata("zync_etl", spec="s", run=run, cursors={}, next={}, views=["v", "w"])
+    append_once(frame, path, "zync-etl/s/Staging", run, meta)
+
+
+def staging_row(kind: str, view: str, run: int, offset: int, key: int, n: int | None) -> str:
+    value = "CAST(NULL AS STRUCT<n: INT>)" if n is None else f"named_struct('n', {n})"
+    return (
+        f"'{kind}' AS kind, '{view}' AS status, {run}L AS run, "
+        f"named_struct('topic', 'a', 'partition', 0, 'offset', {offset}L) AS kafka, "
+        f"named_struct('id', {key}) AS key, {value} AS value"
+    )
+
+
+def test_maintenance_keeps_only_each_view_rows_newest_version(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "Staging")
+    view_run(spark, path, 1, [
+        staging_row("view", "v", 1, 10, key=1, n=1), staging_row("view", "v", 1, 11, key=2, n=1),
+        staging_row("view", "w", 1, 10, key=1, n=1),  # another view's row 1: its own
+        staging_row("output", "v", 1, 0, key=1, n=1),  # not a row version: never touched
+    ])  # fmt: skip
+    view_run(spark, path, 2, [staging_row("view", "v", 2, 12, key=1, n=2)])
+    view_run(spark, path, 3, [staging_row("view", "v", 3, 13, key=1, n=None)])  # deleted
+
+    done = Maintenance(spark).maintain(path, vacuum=False)
+
+    assert done.pruned == 2 and "deleted 2 superseded view row versions" in done.describe()
+    left = (
+        spark.read.format("delta")
+        .load(path)
+        .selectExpr("kind", "status", "run", "key.id", "value.n")
+    )
+    assert sorted(tuple(r) for r in left.collect()) == [
+        ("output", "v", 1, 1, 1),
+        ("view", "v", 1, 2, 1),  # row 2's only version
+        ("view", "v", 3, 1, None),  # row 1's newest: its delete
+        ("view", "w", 1, 1, 1),
+    ]
+    assert read_state(path, "s").run == 3  # the ETL state is the pass's, as before
+    assert Maintenance(spark).maintain(path, vacuum=False).pruned == 0
