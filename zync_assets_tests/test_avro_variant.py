@@ -231,9 +231,10 @@ def test_every_message_is_decoded_or_a_dead_letter_with_its_reason(
         (None, b"text"),
         (None, frame(987654, b"")),
         (b"", None),
+        (None, b""),
     ]
     rows = decoded_envelopes(spark, registry, messages)
-    assert [r.key.toJson() if r.key else None for r in rows] == ['"k"', *[None] * 6]
+    assert [r.key.toJson() if r.key else None for r in rows] == ['"k"', *[None] * 7]
     [(_, by_spark)] = both_decoders(spark, ROW, [encoded(ROW, row(2))])
     assert repr(rows[0].value.toPython()) == by_spark[0]
     assert rows[2].value.toJson() == '{"next":null,"v":1}'
@@ -247,7 +248,10 @@ def test_every_message_is_decoded_or_a_dead_letter_with_its_reason(
         "value not-confluent-avro: no Confluent Avro header",
         "value unknown-schema-id: schema id 987654",
         None,
+        # zero bytes are no Avro value: as a tombstone they would delete the key downstream
+        "value not-confluent-avro: zero bytes, neither a tombstone nor Confluent Avro",
     ]
+    assert bytes(rows[7].dead_letter.value) == b""
     assert bytes(rows[3].dead_letter.key) == messages[3][0]
     assert bytes(rows[3].dead_letter.value) == messages[3][1]
 

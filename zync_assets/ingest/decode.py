@@ -106,14 +106,19 @@ def decode_side(
     )
     staged = frame.select("*", decoded.alias(staged_side))
     sid = schema_id_column(raw)
-    empty = F.col(raw).isNull() | (F.length(F.col(raw)) == 0)
+    # Kafka's null is no key or no value (a tombstone) in every format, and so are zero
+    # bytes, but for an Avro value: Confluent's deserializer refuses those, and read as a
+    # tombstone they would delete their key downstream (docs/RELIABILITY.md).
+    empty = F.length(F.col(raw)) == 0
+    absent = F.col(raw).isNull() | (empty & (wire != "avro" if side == "value" else F.lit(True)))
     problem = (
-        F.when(F.col(staged_side).isNotNull() | empty, F.lit(None).cast("string"))
+        F.when(F.col(staged_side).isNotNull() | absent, F.lit(None).cast("string"))
         .when(
             wire == "json",
             F.concat(F.lit(f"{CORRUPT}: "), F.call_function("zync_connect_json_error", F.col(raw))),
         )
         .when(wire != "avro", F.lit(None).cast("string"))
+        .when(empty, F.lit(f"{NOT_FRAMED}: zero bytes, neither a tombstone nor Confluent Avro"))
         .when(sid == NOT_FRAMED_ID, F.lit(f"{NOT_FRAMED}: no Confluent Avro header"))
         .when(
             ~sid.isin(sorted(schemas.known)),
