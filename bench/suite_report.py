@@ -5,7 +5,9 @@
 
 Figures: `tests`, `failed`, `full_minutes` (the run's wall time, given: the XML's own
 time is its workers' sum), `test_minutes` (the tests' own times added up: set-up and
-calls), the time per module, and the 20 slowest tests with their seconds. The table
+calls), `cpu_minutes` (the CPU each test's process tree used, added up: on two saturated
+cores the cost a test puts on the others), the time and CPU per module, and the 20
+slowest tests with their seconds and CPU seconds. The table
 goes to docs/BENCHMARKS.md. Each test's seconds also go to the tests' own
 `support/durations.json`, by which the suite hands out its longest work first.
 """
@@ -16,6 +18,7 @@ import argparse
 import json
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import publish
@@ -24,52 +27,83 @@ from zync_assets_tests.support.scheduling import DURATIONS
 SLOWEST = 20
 
 
-def read_cases(path: Path) -> list[tuple[str, str, float, bool]]:
-    """(module, test, seconds, failed) for each test case of the report."""
+@dataclass(frozen=True)
+class Case:
+    module: str
+    test: str
+    seconds: float
+    failed: bool
+    cpu_seconds: float | None = None  # conftest.py's property; None in an older report
+
+    @property
+    def name(self) -> str:
+        return f"{self.module}::{self.test}"
+
+
+def read_cases(path: Path) -> list[Case]:
+    """Each test case of the report."""
     cases = []
     for case in ET.parse(path).getroot().iter("testcase"):
         module = (case.get("classname") or "").split(".")[-1] + ".py"
         failed = any(child.tag in ("failure", "error") for child in case)
         if module in (".py", "pytest.py"):
             continue  # pytest's own entry for an internal error (a run stopped early)
-        cases.append((module, case.get("name") or "", float(case.get("time") or 0), failed))
+        cpu = [p.get("value") for p in case.iter("property") if p.get("name") == "cpu_seconds"]
+        cases.append(Case(module, case.get("name") or "", float(case.get("time") or 0), failed,
+                          float(cpu[0]) if cpu and cpu[0] else None))  # fmt: skip
     return cases
 
 
 def figures(
-    cases: list[tuple[str, str, float, bool]], wall_s: float, workers: int,
+    cases: list[Case], wall_s: float, workers: int,
     fast_s: float | None = None, collected: int | None = None,
 ) -> dict:  # fmt: skip
     per_module: dict[str, float] = defaultdict(float)
-    for module, _, seconds, _ in cases:
-        per_module[module] += seconds
-    slowest = sorted(cases, key=lambda c: c[2], reverse=True)[:SLOWEST]
+    cpu_per_module: dict[str, float] = defaultdict(float)
+    for case in cases:
+        per_module[case.module] += case.seconds
+        cpu_per_module[case.module] += case.cpu_seconds or 0.0
+    slowest = sorted(cases, key=lambda c: c.seconds, reverse=True)[:SLOWEST]
+    costliest = sorted(cases, key=lambda c: c.cpu_seconds or 0.0, reverse=True)[:SLOWEST]
+    timed = [c.cpu_seconds for c in cases if c.cpu_seconds is not None]
     return {
         "tests": len(cases),
         "collected": collected or len(cases),
         "complete": collected is None or len(cases) >= collected,
-        "failed": sum(1 for c in cases if c[3]),
+        "failed": sum(1 for c in cases if c.failed),
         "workers": workers,
         "full_minutes": round(wall_s / 60, 1),
         "fast_minutes": round(fast_s / 60, 1) if fast_s is not None else None,
-        "test_minutes": round(sum(c[2] for c in cases) / 60, 1),
-        "modules_minutes": {
-            m: round(s / 60, 1) for m, s in sorted(per_module.items(), key=lambda i: -i[1])
-        },
-        "slowest": [{"test": f"{m}::{n}", "seconds": round(s, 1)} for m, n, s, _ in slowest],
+        "test_minutes": round(sum(c.seconds for c in cases) / 60, 1),
+        "cpu_minutes": round(sum(timed) / 60, 1) if timed else None,
+        "modules_minutes": _minutes(per_module),
+        "modules_cpu_minutes": _minutes(cpu_per_module) if timed else None,
+        "slowest": [_entry(c) for c in slowest],
+        "most_cpu": [_entry(c) for c in costliest] if timed else None,
     }
 
 
+def _minutes(seconds: dict[str, float]) -> dict[str, float]:
+    return {m: round(s / 60, 1) for m, s in sorted(seconds.items(), key=lambda i: -i[1])}
+
+
+def _entry(case: Case) -> dict:
+    return {"test": case.name, "seconds": round(case.seconds, 1), "cpu_seconds": case.cpu_seconds}
+
+
 def table(found: dict) -> str:
-    rows = "\n".join(f"| `{t['test']}` | {t['seconds']} |" for t in found["slowest"])
+    rows = "\n".join(
+        f"| `{t['test']}` | {t['seconds']} | {t['cpu_seconds']} |" for t in found["slowest"]
+    )
+    cpu = f", {found['cpu_minutes']} CPU-minutes" if found.get("cpu_minutes") else ""
     return (
         f"\n## Test suite\n\nThe full suite (`scripts/test.sh`, {found['workers']} workers): "
         f"{found['tests']} of {found['collected']} tests run"
         f"{'' if found['complete'] else ' (stopped early)'}, {found['failed']} failed, "
         f"{found['full_minutes']} minutes "
-        f"wall time ({found['test_minutes']} minutes of tests added up); the fast tier "
+        f"wall time ({found['test_minutes']} minutes of tests added up{cpu}); the fast tier "
         f"(`scripts/test.sh --fast`): {found['fast_minutes']} minutes. The slowest:\n\n"
-        f"| test | seconds |\n|---|---|\n{rows}\n"
+        f"| test | seconds | CPU seconds |\n|---|---|---|\n{rows}\n"
     )
 
 
@@ -87,10 +121,10 @@ def main() -> None:
     write_durations(cases)
 
 
-def write_durations(cases: list[tuple[str, str, float, bool]]) -> None:
+def write_durations(cases: list[Case]) -> None:
     """Each test's seconds, merged over what an earlier (perhaps partial) run recorded."""
     known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
-    known.update({f"{module}::{test}": round(seconds, 1) for module, test, seconds, _ in cases})
+    known.update({case.name: round(case.seconds, 1) for case in cases})
     DURATIONS.write_text(json.dumps(dict(sorted(known.items())), indent=0) + "\n")
 
 

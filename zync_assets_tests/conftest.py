@@ -31,7 +31,7 @@ from zync_assets.stack.services import (
     stack_down,
     stack_up,
 )
-from zync_assets_tests.support import scheduling
+from zync_assets_tests.support import cpu, scheduling
 from zync_assets_tests.support.in_process import needs_a_process, run_in_process, worker_session
 from zync_assets_tests.support.py4j_sync import drop_thread_connection
 
@@ -285,10 +285,21 @@ def spark():
 
 
 _FAILED = pytest.StashKey[bool]()
+_CPU_BEFORE = pytest.StashKey[dict[int, float]]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_CPU_BEFORE] = cpu.tree_cpu()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    if call.when == "teardown" and _CPU_BEFORE in item.stash:
+        # Before the teardown's report is made, which carries it into the JUnit XML
+        # (bench/suite_report.py): the CPU the test's set-up, call and teardown used.
+        used = cpu.used_since(item.stash[_CPU_BEFORE])
+        item.user_properties.append(("cpu_seconds", round(used, 1)))
     report = yield
     if report.failed and call.when in ("setup", "call"):
         item.stash[_FAILED] = True
