@@ -55,10 +55,11 @@ def fill(folder: Path) -> Path:
     return filler
 
 
-def ingest(stack: Stack, topic: str, lake: Path):
-    # A process of its own: its whole stderr, the JVM's lines too, must be one line.
+def ingest(stack: Stack, topic: str, lake: Path, failing: bool = False):
+    # The failing ingest gets a process of its own: its whole stderr, the JVM's lines too,
+    # must be one line. The others run in this worker, over its warm Spark.
     return run_zync("from-kafka", "-t", topic, "-p", "Disk", "--once",
-                    env=stack.env(ZYNC_LAKE=str(lake)), timeout=240, process=True)  # fmt: skip
+                    env=stack.env(ZYNC_LAKE=str(lake)), timeout=240, process=failing)  # fmt: skip
 
 
 def assert_one_clear_line(done, cause: str) -> None:
@@ -76,7 +77,7 @@ def test_a_full_disk_stops_ingest_with_one_line_and_loses_nothing(
     assert ingest(stack, topic, lake).returncode == 0
     filler = fill(small_disk)
     produce_many(stack, topic, 20_000, every_bad=997)  # 25,000 offsets in all
-    assert_one_clear_line(ingest(stack, topic, lake), "No space left on device")
+    assert_one_clear_line(ingest(stack, topic, lake, failing=True), "No space left on device")
     assert pool_offsets(spark, lake, "Disk") == list(range(5_000))  # the first commit, whole
 
     filler.unlink()
@@ -95,7 +96,7 @@ def test_a_read_only_lake_stops_ingest_with_one_line_and_loses_nothing(
     remount(small_disk, "ro")
     try:
         assert _write_fails(lake)  # for root too
-        assert_one_clear_line(ingest(stack, topic, lake), "Read-only file system")
+        assert_one_clear_line(ingest(stack, topic, lake, failing=True), "Read-only file system")
     finally:
         remount(small_disk, "rw")
     assert pool_offsets(spark, lake, "Disk") == list(range(3_000))
