@@ -118,12 +118,13 @@ def main() -> None:
     cases = read_cases(args.junit)
     found = figures(cases, args.wall_seconds, args.workers, args.fast_seconds, args.collected)
     publish("suite", table(found), found)
-    write_durations(cases)
+    write_durations(cases, found["complete"])
 
 
-def write_durations(cases: list[Case]) -> None:
-    """Each test's seconds, merged over what an earlier (perhaps partial) run recorded."""
-    known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+def write_durations(cases: list[Case], complete: bool) -> None:
+    """Each test's seconds: a whole run's alone (a removed test's record goes with it); a
+    partial run's merged over what an earlier one recorded."""
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() and not complete else {}
     known.update({case.name: round(case.seconds, 1) for case in cases})
     DURATIONS.write_text(json.dumps(dict(sorted(known.items())), indent=0) + "\n")
 
