@@ -187,10 +187,16 @@ def all_raw_pools(specs: list[Spec]) -> dict[str, list[str]]:
 
 def spec_folder() -> Path:
     """`$ZYNC_SPECS`, else ./etl_specs, else the checkout's etl_specs/."""
+    return project_spec_folder() or Path(__file__).resolve().parent.parent / "etl_specs"
+
+
+def project_spec_folder() -> Path | None:
+    """The working directory's project's spec folder: `$ZYNC_SPECS`, else ./etl_specs;
+    None when there is neither."""
     if os.environ.get("ZYNC_SPECS"):
         return Path(os.environ["ZYNC_SPECS"])
     local = Path("etl_specs")
-    return local if local.is_dir() else Path(__file__).resolve().parent.parent / "etl_specs"
+    return local if local.is_dir() else None
 
 
 def find_specs(folder: str | Path = "etl_specs") -> list[Path]:

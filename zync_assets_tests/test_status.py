@@ -217,3 +217,17 @@ def test_status_without_specs_says_which_folder_it_searched(tmp_path: Path) -> N
     assert shown.stderr.strip() == (
         f"zync: error: no spec files in {tmp_path.resolve()}: name them, or set ZYNC_SPECS"
     )
+
+
+def test_status_outside_a_project_says_so_before_asking_any_service(tmp_path: Path) -> None:
+    """No SPECS, no ./etl_specs, no ZYNC_SPECS: one line at once, not a Kafka time-out
+    for the demo's specs (nothing listens at the bootstrap address given)."""
+    env = {k: v for k, v in os.environ.items() if k != "ZYNC_SPECS"}
+    env["ZYNC_KAFKA_BOOTSTRAP"] = f"127.0.0.1:{free_port()}"
+    shown = run_zync("status", cwd=tmp_path, env=env)
+    assert shown.returncode == 1
+    assert shown.stderr.strip().splitlines() == [
+        f"zync: error: no zync project in {tmp_path}: no SPECS named, no ./etl_specs and "
+        "ZYNC_SPECS is not set; run this in your project's folder, name its spec files, or "
+        "set ZYNC_SPECS"
+    ]

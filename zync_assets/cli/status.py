@@ -18,7 +18,7 @@ from rich.table import Table
 from zync_assets.errors import ZyncError
 from zync_assets.pools import lake_dir, pool_path
 from zync_assets.settings import kafka_settings
-from zync_assets.spec import Spec, all_raw_pools, find_specs, load_spec, spec_folder
+from zync_assets.spec import Spec, all_raw_pools, find_specs, load_spec, project_spec_folder
 from zync_assets.stage_failures import Failure
 from zync_assets.status import (
     RawStatus,
@@ -32,9 +32,17 @@ from zync_assets.status import (
 
 
 def _spec_paths(paths: tuple[str, ...]) -> list[Path]:
-    found = [Path(p) for p in paths] or find_specs(spec_folder())
+    if paths:
+        return [Path(p) for p in paths]
+    folder = project_spec_folder()
+    if folder is None:  # before any service is asked: there is nothing to report on
+        raise ZyncError(
+            f"no zync project in {Path.cwd()}: no SPECS named, no ./etl_specs and ZYNC_SPECS "
+            "is not set; run this in your project's folder, name its spec files, or set ZYNC_SPECS"
+        )
+    found = find_specs(folder)
     if not found:
-        raise ZyncError(f"no spec files in {spec_folder().resolve()}: name them, or set ZYNC_SPECS")
+        raise ZyncError(f"no spec files in {folder.resolve()}: name them, or set ZYNC_SPECS")
     return found
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.window import WindowSpec
 
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.spark import pinned, unpin
@@ -42,18 +41,7 @@ def newest(versions: DataFrame, ids: DataFrame | None = None) -> DataFrame:
     ordered, so the cost follows them and not the whole state."""
     if ids is not None:
         versions = versions.join(F.broadcast(ids.distinct()), ["__topic", "__id"], "left_semi")
-    order = Window.partitionBy("__topic", "__id").orderBy(
-        F.col("run").desc(), F.col("kafka.offset").desc()
-    )
-    return (
-        versions.withColumn("__n", F.row_number().over(order)).where(F.col("__n") == 1).drop("__n")
-    )
-
-
-def _newest_first() -> WindowSpec:
-    return Window.partitionBy("status", "__topic", "__id").orderBy(
-        F.col("run").desc(), F.col("kafka.offset").desc()
-    )
+    return _ranked(versions, "__topic", "__id").where(F.col("__n") == 1).drop("__n")
 
 
 def superseded_versions(staging: DataFrame) -> DataFrame:
@@ -63,7 +51,7 @@ def superseded_versions(staging: DataFrame) -> DataFrame:
         "status", "run", "kafka", F.col("kafka.topic").alias("__topic"), row_id().alias("__id")
     )
     return (
-        versions.withColumn("__n", F.row_number().over(_newest_first()))
+        _ranked(versions, "status", "__topic", "__id")
         .where(F.col("__n") > 1)
         .select(
             "status", "run", "__topic",
@@ -71,6 +59,15 @@ def superseded_versions(staging: DataFrame) -> DataFrame:
             F.col("kafka.offset").alias("__offset"),
         )
     )  # fmt: skip
+
+
+def _ranked(versions: DataFrame, *row: str) -> DataFrame:
+    """`versions` with `__n`: 1 for each row's newest version, 2 for the one it replaced,
+    and so on; the columns `row` identify a row."""
+    newest_first = Window.partitionBy(*row).orderBy(
+        F.col("run").desc(), F.col("kafka.offset").desc()
+    )
+    return versions.withColumn("__n", F.row_number().over(newest_first))
 
 
 def prune_superseded(spark: SparkSession, path: str) -> int:
