@@ -110,7 +110,7 @@ def decode_side(
     # bytes, but for an Avro value: Confluent's deserializer refuses those, and read as a
     # tombstone they would delete their key downstream (docs/RELIABILITY.md).
     empty = F.length(F.col(raw)) == 0
-    absent = F.col(raw).isNull() | (empty & (wire != "avro" if side == "value" else F.lit(True)))
+    absent = F.col(raw).isNull() | (empty if side == "key" else empty & (wire != "avro"))
     problem = (
         F.when(F.col(staged_side).isNotNull() | absent, F.lit(None).cast("string"))
         .when(

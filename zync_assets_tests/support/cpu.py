@@ -29,14 +29,14 @@ def _processes() -> dict[int, tuple[int, float]]:
     return found
 
 
-def tree_cpu(root: int | None = None) -> dict[int, float]:
-    """CPU seconds of `root` (this process) and of each live descendant, by pid."""
+def tree_cpu() -> dict[int, float]:
+    """CPU seconds of this process and of each live descendant, by pid."""
     processes = _processes()
     children: dict[int, list[int]] = {}
     for pid, (parent, _) in processes.items():
         children.setdefault(parent, []).append(pid)
     seen: dict[int, float] = {}
-    todo = [os.getpid() if root is None else root]
+    todo = [os.getpid()]
     while todo:
         pid = todo.pop()
         if pid in processes and pid not in seen:
