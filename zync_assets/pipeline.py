@@ -45,7 +45,6 @@ from zync_assets.settings import KafkaSettings
 from zync_assets.spark import sized_work
 from zync_assets.spec import Route, Spec, all_raw_pools
 from zync_assets.stage_failures import clear_failure, explain, record_failure
-from zync_assets.status import etl_backlog
 from zync_assets.tables.apply import TableResult, apply_table, compile_tables
 from zync_assets.tables.changes import CompiledTable
 from zync_assets.tokafka.sync import SyncResult, sync_pool
@@ -243,10 +242,9 @@ class Pipeline:
     def _etl(self, spec: Spec) -> list[EtlResult]:
         if spec.name not in self._compiled:  # checked once, against Spark
             self._compiled[spec.name] = compile_rules(self.spark, spec)
-        with sized_work(self.spark, etl_backlog(spec)):
-            return run_etl(
-                self.spark, spec, now=dt.datetime.now(dt.UTC), compiled=self._compiled[spec.name]
-            )
+        return run_etl(
+            self.spark, spec, now=dt.datetime.now(dt.UTC), compiled=self._compiled[spec.name]
+        )
 
     def _expiry_due(self, spec: Spec) -> bool:
         """Events wait on a time-based expire-after, and the last check is old enough."""

@@ -171,16 +171,6 @@ def input_lags(spec: Spec, pool: str, cursors: Offsets) -> list[PartitionLag]:
     return _lags({t: progress[t] for t in spec.etl_topics(pool) if t in progress}, cursors)
 
 
-def etl_backlog(spec: Spec) -> int:
-    """Raw events beyond the ETL cursors of the spec's staging pools (read from commit
-    files: no Spark job). An event in two staging pools' backlogs counts twice."""
-    total = 0
-    for pool in spec.staging_pools():
-        cursors = read_state(pool_path(pool), spec.name).cursors
-        total += sum(p.lag for p in input_lags(spec, pool, cursors))
-    return total
-
-
 def staging_status(spark: Session, kafka: KafkaSettings, spec: Spec, pool: str) -> StagingStatus:
     state = read_state(pool_path(pool), spec.name)
     outputs = [

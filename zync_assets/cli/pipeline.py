@@ -182,7 +182,7 @@ def etl(
 ) -> None:
     """One ETL pass of SPEC (or, with --follow, one after another): raw pools → staging
     pools, outputs and done records in one commit."""
-    from zync_assets.etl.sized import sized_etl
+    from zync_assets.etl.run import run_etl
     from zync_assets.spark import spark_session
 
     the_spec = load_spec(spec)
@@ -193,14 +193,12 @@ def etl(
         _report(spark, the_spec, explain)
         return
     if rebuild:
-        from zync_assets.etl.run import run_etl
-
         for result in run_etl(spark, the_spec, rebuild=frozenset(rebuild)):
             click.echo(describe_etl(result))
         return
     with graceful_stop() as stop:
         follow(
-            lambda: sized_etl(spark, the_spec),
+            lambda: run_etl(spark, the_spec),
             lambda result: click.echo(describe_etl(result)),
             did_work=lambda result: result.run is not None,
             interval=pause,

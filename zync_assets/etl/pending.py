@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from zync_assets.etl import classify as cl
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import gate
-from zync_assets.etl.snapshot import Snapshot, snapshot
+from zync_assets.etl.snapshot import Reach, Snapshot, reach, snapshot
 from zync_assets.spark import pinned, unpin
 from zync_assets.spec import Spec
 
@@ -37,9 +37,15 @@ class Pass:
 
 
 def classified_events(
-    spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule], now: dt.datetime
+    spark: SparkSession,
+    spec: Spec,
+    pool: str,
+    rules: list[CompiledRule],
+    now: dt.datetime,
+    where: Reach | None = None,
 ) -> Pass:
-    snap = snapshot(spark, spec, pool, rules)
+    """`where`: the pass's reach, if the caller read it already (default: read here)."""
+    snap = snapshot(spark, spec, pool, rules, where or reach(spec, pool, rules))
     routed = pinned(gate(snap.events, rules, now))
     try:
         pairs = [cl.pair(routed, r) for r in rules if r.rule.type == "denorm"]

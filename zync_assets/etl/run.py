@@ -28,12 +28,12 @@ from zync_assets.etl.groups import group_outputs
 from zync_assets.etl.open_txns import TransactionCounts, transaction_counts
 from zync_assets.etl.pending import classified_events, oldest_pending
 from zync_assets.etl.records import DONE_STATUS, done_records, output_records, outputs_per_topic
-from zync_assets.etl.snapshot import history, new_cursors
+from zync_assets.etl.snapshot import Reach, history, new_cursors, reach
 from zync_assets.etl.state import EtlState, figures_metadata, read_state, state_metadata
 from zync_assets.etl.views import ViewOutputs, view_outputs
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.pools import pool_path
-from zync_assets.spark import union_all
+from zync_assets.spark import sized_work, union_all
 from zync_assets.spec import Spec
 
 
@@ -94,8 +94,23 @@ def _run_pool(
     spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule], now: dt.datetime,
     rebuild: frozenset[str] = frozenset(),
 ) -> EtlResult:  # fmt: skip
+    """The pass, with the Spark settings its size suits (spark.sized_work): a pass over a
+    few events skips code generation and shuffle fan-out, which cost more than they save
+    there. Its size is the raw events between the cursors and the ends; a view made again
+    from the raw pools reads their whole history, of a size not known beforehand."""
+    where = reach(spec, pool, rules)
+    views = [r.rule.out for r in rules if r.rule.type == "view"]
+    remakes = (rebuild & set(views)) or _new_views(where.state, views)
+    with sized_work(spark, None if remakes else where.backlog):
+        return _transform(spark, spec, pool, rules, now, where, rebuild)
+
+
+def _transform(
+    spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule], now: dt.datetime,
+    where: Reach, rebuild: frozenset[str],
+) -> EtlResult:  # fmt: skip
     path = pool_path(pool)
-    this = classified_events(spark, spec, pool, rules, now)
+    this = classified_events(spark, spec, pool, rules, now, where)
     classified, pairs, snap = this.events, this.pairs, this.snap
     releases: list[Callable[[], None]] = []
     try:

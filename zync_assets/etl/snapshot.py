@@ -43,31 +43,61 @@ def _input_topics(rules: list[CompiledRule]) -> list[str]:
     return list(dict.fromkeys(topics))
 
 
-def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule]) -> Snapshot:
+@dataclass(frozen=True)
+class Reach:
+    """Where one pass starts and ends, read from commit files (no Spark job): the staging
+    pool's ETL state (its cursors) and, per raw pool holding the pass's topics, the
+    offsets ingest had committed to when the pass began."""
+
+    state: EtlState
+    ends: dict[str, Offsets]  # raw pool -> its topics' end offsets
+
+    @property
+    def raw_end(self) -> Offsets:
+        return {t: parts for ends in self.ends.values() for t, parts in ends.items()}
+
+    @property
+    def backlog(self) -> int:
+        """Raw events between the cursors and the ends: at most what the pass reads."""
+        cursors = self.state.cursors
+        return sum(
+            max(end - cursors.get(topic, {}).get(partition, 0), 0)
+            for topic, parts in self.raw_end.items()
+            for partition, end in parts.items()
+        )
+
+
+def reach(spec: Spec, pool: str, rules: list[CompiledRule]) -> Reach:
     state = read_state(pool_path(pool), spec.name)
     topics = _input_topics(rules)
     raw_pool_of = {r.topic: r.pool for r in spec.inputs}
-    raw_end: Offsets = {}
-    frames = []
+    ends: dict[str, Offsets] = {}
     for raw_pool in dict.fromkeys(raw_pool_of[t] for t in topics):
-        mine = [t for t in topics if raw_pool_of[t] == raw_pool]
         progress = read_progress(pool_path(raw_pool))
         if progress.version is None:
             continue  # nothing ingested yet
-        ends = {t: progress.offsets[t] for t in mine if t in progress.offsets}
-        raw_end.update(ends)
-        # The newest version, cut at the progress read above: the same rows as that
+        mine = [t for t in topics if raw_pool_of[t] == raw_pool]
+        ends[raw_pool] = {t: progress.offsets[t] for t in mine if t in progress.offsets}
+    return Reach(state, ends)
+
+
+def snapshot(
+    spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRule], where: Reach
+) -> Snapshot:
+    state, topics = where.state, _input_topics(rules)
+    frames = [
+        # The newest version, cut at the progress `reach` read: the same rows as that
         # commit's version (ingest only appends), without time travel's fresh snapshot.
-        frames.append(
-            spark.read.format("delta")
-            .load(pool_path(raw_pool))
-            .where(
-                F.col("dead_letter").isNull()
-                & above_cursors(state.cursors, mine)
-                & below_ends(ends)
-            )
-            .select("kafka", "key", "value")
+        spark.read.format("delta")
+        .load(pool_path(raw_pool))
+        .where(
+            F.col("dead_letter").isNull()
+            & above_cursors(state.cursors, list(ends))
+            & below_ends(ends)
         )
+        .select("kafka", "key", "value")
+        for raw_pool, ends in where.ends.items()
+    ]
     if not frames:
         empty = spark.createDataFrame([], "kafka " + KAFKA_TYPE + ", key variant, value variant")
         frames = [empty]
@@ -84,7 +114,7 @@ def snapshot(spark: SparkSession, spec: Spec, pool: str, rules: list[CompiledRul
             done, [f"__{c}" for c in cl.COORDS], "left_anti"
         )
     events = candidates.select(*event_columns())
-    return Snapshot(cl.route(events, rules), raw_end, state)
+    return Snapshot(cl.route(events, rules), where.raw_end, state)
 
 
 def history(

@@ -18,8 +18,7 @@ from dagster import (
 from pyspark.sql import SparkSession
 
 from zync_assets.etl.checks import run_checks
-from zync_assets.etl.run import EtlResult
-from zync_assets.etl.sized import sized_etl
+from zync_assets.etl.run import EtlResult, run_etl
 from zync_assets.ingest.ranges import offsets_to_json
 from zync_assets.orchestration.raw import dead_letter_check, raw_key
 from zync_assets.orchestration.resources import SparkResource
@@ -103,7 +102,7 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
     )
     def etl_pool(context: AssetExecutionContext, spark: SparkResource):
         session = spark.session()
-        (result,) = sized_etl(session, spec, pool=pool)
+        (result,) = run_etl(session, spec, pool=pool)
         wrote = (
             f"wrote outputs {result.outputs}, {result.done} done records (ETL run {result.run})"
             if result.run is not None
