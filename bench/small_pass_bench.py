@@ -136,7 +136,6 @@ def main() -> None:
         rows.append(
             f"| {kind} | {s:.2f} | {jobs:.0f} | {cpu:.2f} | {jit / cpu:.0%} | {s / floor_s:.0f} |"
         )
-    figures["etl_small_pass_s"] = figures["stateless.s"]
     table = "\n".join([
         "", f"### A small ETL pass, {dt.date.today()} — {machine()}", "",
         f"Warm session (C2), default configuration, medians of {args.passes} passes of one "
