@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import socket
 import warnings
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
-
-from pyspark.sql import SparkSession
 
 from zync_assets.errors import ZyncError
 from zync_assets.settings import spark_master
-from zync_assets.spark_functions import quiet_query_errors, register_functions
+
+if TYPE_CHECKING:  # PySpark is imported where a session is made: the CLI imports this early
+    from pyspark.sql import SparkSession
 
 # Retries of a lost connection: 0.05, 0.2, 0.8, 3.2 s, then 5 s each, about 25 s in all:
 # long enough for a server restart to go unnoticed by a run, short enough to be an error.
@@ -47,7 +48,10 @@ def server_down(url: str) -> ZyncError:
 
 def connect_session(url: str, app_name: str) -> SparkSession:
     """A session on the server at `url`, with zync's functions registered in it."""
+    from pyspark.sql import SparkSession
     from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    from zync_assets.spark_functions import quiet_query_errors, register_functions
 
     if not server_answers(url):
         raise server_down(url)

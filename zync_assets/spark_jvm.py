@@ -20,9 +20,6 @@ import subprocess
 import threading
 from typing import IO
 
-from pyspark import SparkConf, SparkContext
-from pyspark.java_gateway import launch_gateway
-
 from zync_assets.settings import verbose
 
 # Lines the JVM writes at start-up that zync's users have no use for.
@@ -34,6 +31,9 @@ JVM_STDOUT_NOISE = re.compile(rb"^Deleted \d+ files and directories in a total o
 def start_driver_jvm(conf: dict[str, str]) -> None:
     """Start the driver JVM for a session with `conf` (the properties its launcher
     needs: master, jars, Java options), unless this process has one already."""
+    from pyspark import SparkConf, SparkContext  # here: the CLI imports this module early
+    from pyspark.java_gateway import launch_gateway
+
     if SparkContext._gateway is not None:  # type: ignore[attr-defined]
         return
     spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))

@@ -20,24 +20,22 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import SparkSession
-
-from zync_assets.etl.report import PendingView, pending_view
 from zync_assets.etl.state import EtlState, PassFigures, pass_figures, read_state
-from zync_assets.ingest.dead_letters import recorded_dead_letters
-from zync_assets.ingest.progress import read_progress
+from zync_assets.ingest.progress import read_progress, recorded_dead_letters
 from zync_assets.ingest.ranges import Offsets
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.pools import dead_letter_path, pool_exists, pool_path, pool_version, table_path
 from zync_assets.settings import KafkaSettings
 from zync_assets.spec import Spec
 from zync_assets.stage_failures import Failure, read_failure
-from zync_assets.tables.changes import source_ends
 from zync_assets.tables.definition import TableDef
-from zync_assets.tables.state import read_table_state
+from zync_assets.tables.state import read_table_state, source_ends
 from zync_assets.tokafka.position import topic_position
+
+if TYPE_CHECKING:  # Spark only where the pools' records cannot answer (`_counted`)
+    from pyspark.sql import SparkSession
 
 
 @dataclass(frozen=True)
@@ -119,7 +117,7 @@ class TableStatus:
 
 # A SparkSession started by its first caller: what needs no Spark job (a project with no
 # pool yet, cursors, offsets, lake tables) is answered without starting a JVM.
-Session = Callable[[], SparkSession]
+Session = Callable[[], "SparkSession"]
 
 
 def dead_letter_count(spark: SparkSession, pool: str) -> int:
@@ -224,6 +222,8 @@ def expired_total(spark: Session, spec: Spec, pool: str) -> int:
 
 def _counted(spark: Session, spec: Spec, pool: str) -> dict[str, Any]:
     """The figures by classifying the pending events again: Spark jobs."""
+    from zync_assets.etl.report import PendingView, pending_view  # imports PySpark
+
     ingested = any(pool_exists(pool_path(raw)) for raw in spec.raw_pools())
     # Nothing ingested yet: nothing can wait.
     view = pending_view(spark(), spec, pool) if ingested else PendingView([], [])

@@ -17,6 +17,7 @@ from zync_assets.status import (
     table_status,
 )
 from zync_assets_tests.conftest import Stack, free_port, produce_bytes, produce_json, run_zync
+from zync_assets_tests.support.imports import modules_of
 
 pytestmark = pytest.mark.integration
 
@@ -86,6 +87,9 @@ tables:
     env = stack.env(ZYNC_LAKE=str(lake), ZYNC_SPARK_MASTER=NO_SPARK)
     shown = run_zync("status", str(spec_path), env=env, timeout=300)  # piped: JSON
     assert shown.returncode == 0, shown.stderr
+    # Nor PySpark's imports (1.5-3 s of start-up): the CLI loads them for Spark work only.
+    code, modules = modules_of(["status", str(spec_path)], env, tmp_path)
+    assert code == 0 and "zync_assets" in modules and "pyspark" not in modules
     document = json.loads(shown.stdout)
     assert document["lake"] == str(lake.resolve())
     (raw_pool,) = document["raw_pools"]

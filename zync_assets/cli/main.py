@@ -2,26 +2,88 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
+from dataclasses import dataclass
 
 import click
 
-from zync_assets.cli.pipeline import etl, from_kafka
 from zync_assets.cli.pools import pool, query
-from zync_assets.cli.run import run
-from zync_assets.cli.stack import stack
 from zync_assets.cli.status import status
 from zync_assets.cli.tables import table
-from zync_assets.cli.tokafka import to_kafka
 from zync_assets.cli.topics import consume, info, ls, produce
 from zync_assets.errors import ZyncError, first_line, storage_failure
-from zync_assets.spark_connect import connect_failure
 from zync_assets.spark_jvm import QuietPy4J, jvm_lost
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@dataclass(frozen=True)
+class LazyCommand:
+    """A command whose module imports PySpark (1.5-3 s here; `stack` for its Spark
+    services' settings): imported when it runs, so that `zync status`, `ls`, `produce` or
+    `--help` start without it."""
+
+    module: str
+    name: str
+    summary: str  # the first paragraph of the command's help, for `zync --help`
+
+    def load(self) -> click.Command:
+        command = getattr(importlib.import_module(self.module), self.name)
+        assert isinstance(command, click.Command)
+        return command
+
+
+LAZY_COMMANDS = {
+    "from-kafka": LazyCommand(
+        "zync_assets.cli.pipeline", "from_kafka",
+        "Ingest Kafka topics into raw pools, exactly once; continuous unless --once/--exit-after.",
+    ),
+    "etl": LazyCommand(
+        "zync_assets.cli.pipeline", "etl",
+        "One ETL pass of SPEC (or, with --follow, one after another): raw pools → staging "
+        "pools, outputs and done records in one commit.",
+    ),
+    "to-kafka": LazyCommand(
+        "zync_assets.cli.tokafka", "to_kafka",
+        "Send staging output records to Kafka from each topic's last committed record on.",
+    ),
+    "stack": LazyCommand(
+        "zync_assets.cli.stack", "stack",
+        "Start, stop or show the local Kafka + schema registry (+ CDC services, Dagster); data "
+        "in .zync/.",
+    ),
+    "run": LazyCommand(
+        "zync_assets.cli.run", "run",
+        "Run SPECS' pipeline: ingest their topics, run their ETL, send their outputs to Kafka.",
+    ),
+}  # fmt: skip
+
+
+class LazyGroup(click.Group):
+    """A group that imports LAZY_COMMANDS' modules only to run one of them; its help
+    lists them by their summaries."""
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        lazy = LAZY_COMMANDS.get(cmd_name)
+        if lazy is None:
+            return super().get_command(ctx, cmd_name)
+        return click.Command(cmd_name, help=lazy.summary) if self._listing else lazy.load()
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self._listing = False
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Show client logs (librdkafka, Spark).")
 def zync(verbose: bool) -> None:
     """zync-assets: Kafka CDC → Delta Lake pools → Kafka, orchestrated by Dagster."""
@@ -36,21 +98,7 @@ def zync(verbose: bool) -> None:
             handler.addFilter(QuietPy4J())
 
 
-for command in (
-    stack,
-    ls,
-    produce,
-    consume,
-    info,
-    from_kafka,
-    etl,
-    to_kafka,
-    run,
-    status,
-    query,
-    pool,
-    table,
-):
+for command in (ls, produce, consume, info, status, query, pool, table):
     zync.add_command(command)
 
 
@@ -73,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if os.environ.get("ZYNC_DEBUG"):
             raise
+        from zync_assets.spark_connect import connect_failure  # PySpark: only on a failure
+
         if (lost := connect_failure(exc)) is not None:  # the Spark Connect server went away
             click.echo(f"zync: error: {lost}", err=True)
             sys.exit(1)

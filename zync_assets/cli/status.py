@@ -7,10 +7,9 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -29,6 +28,9 @@ from zync_assets.status import (
     staging_status,
     table_status,
 )
+
+if TYPE_CHECKING:  # status starts Spark only when the pools' records cannot answer
+    from pyspark.sql import SparkSession
 
 
 def _spec_paths(paths: tuple[str, ...]) -> list[Path]:

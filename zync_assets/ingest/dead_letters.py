@@ -17,7 +17,7 @@ from zync_assets import lake_store
 from zync_assets.delta_writes import append_once
 from zync_assets.ingest.progress import Progress, commit_metadata, read_progress
 from zync_assets.ingest.ranges import Offsets
-from zync_assets.pools import commit_file, dead_letter_path, pool_exists, pool_path
+from zync_assets.pools import commit_file, dead_letter_path, pool_path
 
 
 def _between(low: Offsets, high: Offsets):
@@ -91,18 +91,6 @@ def sync_dead_letters(
         append_once(dead, path, f"zync-dlq/{pool}", raw.run, meta)
     _synced_through[path] = raw.attempt
     return count
-
-
-def recorded_dead_letters(pool: str) -> int | None:
-    """How many rows raw pool `pool`'s `<pool>_dlq` holds, as its newest copy recorded
-    them (no Spark job); None where no copy recorded it (a copy made before copies
-    counted, or a staging pool's `<pool>_dlq` of expired events)."""
-    path = dead_letter_path(pool)
-    if not pool_exists(path):
-        return 0
-    copied = read_progress(path)
-    total = copied.details.get("dead_letters_total") if copied.run else None
-    return None if total is None else int(total)
 
 
 def dead_letters_added(pool: str, version: int) -> int | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from zync_assets.commits import latest_commit, metadata
 from zync_assets.ingest.ranges import Offsets, offsets_from_json, offsets_to_json
+from zync_assets.pools import dead_letter_path, pool_exists
 
 METADATA_KEY = "zync_ingest"
 
@@ -53,3 +54,15 @@ def read_progress(path: str) -> Progress:
         details=commit.data,
         operation_metrics=commit.metrics,
     )
+
+
+def recorded_dead_letters(pool: str) -> int | None:
+    """How many rows raw pool `pool`'s `<pool>_dlq` holds, as its newest copy recorded
+    them (no Spark job); None where no copy recorded it (a copy made before copies
+    counted, or a staging pool's `<pool>_dlq` of expired events)."""
+    path = dead_letter_path(pool)
+    if not pool_exists(path):
+        return 0
+    copied = read_progress(path)
+    total = copied.details.get("dead_letters_total") if copied.run else None
+    return None if total is None else int(total)

@@ -22,12 +22,11 @@ from pyspark.sql.types import BooleanType, MapType, StructType, VariantType
 from zync_assets.errors import ZyncError
 from zync_assets.etl.bounds import above_cursors, below_ends
 from zync_assets.etl.compile import RAW_SCHEMA, event_columns
-from zync_assets.etl.state import read_state
-from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.ranges import Offsets
-from zync_assets.pools import pool_exists, pool_path
+from zync_assets.pools import pool_path
 from zync_assets.spec import Spec
 from zync_assets.tables.definition import TableDef
+from zync_assets.tables.state import source_ends
 
 SEQUENCE = "__SEQUENCE"
 DELETE = "__DELETE"
@@ -110,17 +109,6 @@ class NewRows:
 
     rows: DataFrame  # kafka, key, value
     ends: Offsets  # per source partition: the end offset this pass reads to
-
-
-def source_ends(spec: Spec, table: TableDef) -> Offsets | None:
-    """Per source partition, the end of what the source pool has committed (None: no pool
-    yet), read from its commit files: no Spark job."""
-    path = pool_path(table.source_pool)
-    if not pool_exists(path):
-        return None
-    if table.from_staging:
-        return {table.source: {0: read_state(path, spec.name).next_offsets.get(table.source, 0)}}
-    return {table.source: dict(read_progress(path).offsets.get(table.source, {}))}
 
 
 def new_rows(spark: SparkSession, spec: Spec, table: TableDef, cursors: Offsets) -> NewRows | None:

@@ -11,8 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zync_assets.commits import commit_info, latest_commit, metadata, user_metadata
+from zync_assets.etl.state import read_state
+from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.ranges import Offsets, offsets_from_json, offsets_to_json
-from zync_assets.pools import commit_file, pool_version
+from zync_assets.pools import commit_file, pool_exists, pool_path, pool_version
+from zync_assets.spec import Spec
+from zync_assets.tables.definition import TableDef
 
 METADATA_KEY = "zync_table"
 
@@ -85,3 +89,14 @@ def table_history(path: str, table: str) -> list[TableVersion]:
             data.get("run"), offsets_from_json(data.get("cursors", {})), counts,
         ))  # fmt: skip
     return versions
+
+
+def source_ends(spec: Spec, table: TableDef) -> Offsets | None:
+    """Per source partition, the end of what the source pool has committed (None: no pool
+    yet), read from its commit files: no Spark job."""
+    path = pool_path(table.source_pool)
+    if not pool_exists(path):
+        return None
+    if table.from_staging:
+        return {table.source: {0: read_state(path, spec.name).next_offsets.get(table.source, 0)}}
+    return {table.source: dict(read_progress(path).offsets.get(table.source, {}))}
