@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from zync_assets.cli.main import LAZY_COMMANDS, zync
+from zync_assets.cli.main import COMMANDS, zync
 from zync_assets_tests.support.imports import modules_of
 
 
@@ -21,11 +21,11 @@ def test_help_and_a_status_outside_a_project_import_no_pyspark(tmp_path: Path) -
 
 def test_a_lazy_command_runs_as_itself_and_is_listed_by_its_own_help() -> None:
     context = click.Context(zync)
-    for name, lazy in LAZY_COMMANDS.items():
+    for name, lazy in COMMANDS.items():
         command = lazy.load()
         assert command.name == name and zync.get_command(context, name) is command
         first_paragraph = (command.help or "").split("\n\n")[0]
         assert " ".join(first_paragraph.split()) == lazy.summary, name
     listed = zync.get_help(context)
-    for name in LAZY_COMMANDS:
+    for name in COMMANDS:
         assert f"\n  {name} " in listed, name

@@ -10,19 +10,14 @@ from dataclasses import dataclass
 
 import click
 
-from zync_assets.cli.pools import pool, query
-from zync_assets.cli.status import status
-from zync_assets.cli.tables import table
-from zync_assets.cli.topics import consume, info, ls, produce
 from zync_assets.errors import ZyncError, first_line, storage_failure
 from zync_assets.spark_jvm import QuietPy4J, jvm_lost
 
 
 @dataclass(frozen=True)
 class LazyCommand:
-    """A command whose module imports PySpark (1.5-3 s here; `stack` for its Spark
-    services' settings): imported when it runs, so that `zync status`, `ls`, `produce` or
-    `--help` start without it."""
+    """A command, imported only when it runs: `zync status` should not pay for PySpark's
+    imports (1.5-3 s here), nor `zync --help` for any command's."""
 
     module: str
     name: str
@@ -34,13 +29,31 @@ class LazyCommand:
         return command
 
 
-LAZY_COMMANDS = {
+_TOPICS, _PIPELINE, _POOLS = (
+    "zync_assets.cli.topics",
+    "zync_assets.cli.pipeline",
+    "zync_assets.cli.pools",
+)
+COMMANDS = {
+    "stack": LazyCommand(
+        "zync_assets.cli.stack", "stack",
+        "Start, stop or show the local Kafka + schema registry (+ CDC services, Dagster); data "
+        "in .zync/.",
+    ),
+    "ls": LazyCommand(_TOPICS, "ls", "List registry subjects with their latest schemas."),
+    "produce": LazyCommand(
+        _TOPICS, "produce", "Send JSON lines from FILE (or stdin) as Avro messages."
+    ),
+    "consume": LazyCommand(
+        _TOPICS, "consume", "Print a topic's Avro messages as JSON lines {key, value}."
+    ),
+    "info": LazyCommand(_TOPICS, "info", "Low and high offsets per partition."),
     "from-kafka": LazyCommand(
-        "zync_assets.cli.pipeline", "from_kafka",
+        _PIPELINE, "from_kafka",
         "Ingest Kafka topics into raw pools, exactly once; continuous unless --once/--exit-after.",
     ),
     "etl": LazyCommand(
-        "zync_assets.cli.pipeline", "etl",
+        _PIPELINE, "etl",
         "One ETL pass of SPEC (or, with --follow, one after another): raw pools → staging "
         "pools, outputs and done records in one commit.",
     ),
@@ -48,31 +61,43 @@ LAZY_COMMANDS = {
         "zync_assets.cli.tokafka", "to_kafka",
         "Send staging output records to Kafka from each topic's last committed record on.",
     ),
-    "stack": LazyCommand(
-        "zync_assets.cli.stack", "stack",
-        "Start, stop or show the local Kafka + schema registry (+ CDC services, Dagster); data "
-        "in .zync/.",
-    ),
     "run": LazyCommand(
         "zync_assets.cli.run", "run",
         "Run SPECS' pipeline: ingest their topics, run their ETL, send their outputs to Kafka.",
+    ),
+    "status": LazyCommand(
+        "zync_assets.cli.status", "status",
+        "Lag, pending events and dead letters of the pools of SPECS (default: every spec in "
+        "$ZYNC_SPECS or ./etl_specs), in the lake $ZYNC_LAKE (default ./.zync/lake).",
+    ),
+    "query": LazyCommand(
+        _POOLS, "query",
+        "Run Spark SQL over the pools and lake tables (each is a view of its name) and print "
+        "JSON lines.",
+    ),
+    "pool": LazyCommand(
+        _POOLS, "pool", "List, maintain or drop pools (Delta tables under $ZYNC_LAKE)."
+    ),
+    "table": LazyCommand(
+        "zync_assets.cli.tables", "table",
+        "Apply, and look back at, lake tables (SCD1 / SCD2; see docs/tables.md).",
     ),
 }  # fmt: skip
 
 
 class LazyGroup(click.Group):
-    """A group that imports LAZY_COMMANDS' modules only to run one of them; its help
-    lists them by their summaries."""
+    """A group that imports a command's module only to run it; its help lists the
+    commands by their summaries."""
 
     _listing = False
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        lazy = LAZY_COMMANDS.get(cmd_name)
+        lazy = COMMANDS.get(cmd_name)
         if lazy is None:
-            return super().get_command(ctx, cmd_name)
+            return None
         return click.Command(cmd_name, help=lazy.summary) if self._listing else lazy.load()
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -96,10 +121,6 @@ def zync(verbose: bool) -> None:
     if not verbose:
         for handler in logging.getLogger().handlers:
             handler.addFilter(QuietPy4J())
-
-
-for command in (ls, produce, consume, info, status, query, pool, table):
-    zync.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> None:
