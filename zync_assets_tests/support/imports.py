@@ -27,9 +27,10 @@ def modules_of(
     """`zync *args`' exit code, and the top-level packages loaded when it ended."""
     with tempfile.TemporaryDirectory() as folder:
         report = Path(folder) / "modules.json"
-        subprocess.run(
+        done = subprocess.run(
             [sys.executable, "-c", _RUN, str(report), *args], env=env, cwd=cwd,
-            capture_output=True, timeout=timeout, check=False,
+            capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
+        assert report.exists(), f"zync {' '.join(args)} ended before its report: {done.stderr}"
         found = json.loads(report.read_text())
     return found["code"], set(found["modules"])
