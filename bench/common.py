@@ -7,7 +7,6 @@ import json
 import os
 import platform
 import random
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,8 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings, RegistrySettings
 from zync_assets.stack.registry import registry_url
 from zync_assets.stack.services import StackPorts, stack_down, stack_up
+from zync_assets_tests.support.ports import free_port
+from zync_assets_tests.support.process_tree import tree_rss_mib
 
 ROW = {
     "type": "record",
@@ -157,12 +158,6 @@ def fill_topic(kafka: KafkaSettings, registry: Registry, topic: str, count: int)
     return sum(len(v) for v in values) / len(values)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
 def bench_stack() -> Iterator[tuple[KafkaSettings, Registry]]:
     """The stack named by ZYNC_KAFKA_BOOTSTRAP/ZYNC_SCHEMA_REGISTRY_URL, else a private one."""
@@ -185,28 +180,6 @@ def bench_stack() -> Iterator[tuple[KafkaSettings, Registry]]:
         stack_down(home)
 
 
-def _tree_rss_mib(root: int) -> float:
-    """Resident memory of a process and all its descendants (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError):
-            continue
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += rss.get(pid, 0)
-        todo += children.get(pid, [])
-    return total / 2**20
-
-
 def timed_subprocess(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     """(seconds, peak RSS of the whole process tree in MiB, stdout) of a command."""
     started = time.perf_counter()
@@ -215,7 +188,7 @@ def timed_subprocess(command: list[str], env: dict[str, str]) -> tuple[float, fl
     )
     peak = 0.0
     while proc.poll() is None:
-        peak = max(peak, _tree_rss_mib(proc.pid))
+        peak = max(peak, tree_rss_mib(proc.pid))
         time.sleep(0.25)
     seconds = time.perf_counter() - started
     out, err = proc.communicate()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -30,14 +29,9 @@ from zync_assets.demo.chain import Chain
 from zync_assets.demo.workload import Workload
 from zync_assets.stack.registry import registry_url, registry_v2_url
 from zync_assets.stack.services import CdcPorts, StackPorts, stack_down, stack_up
+from zync_assets_tests.support.ports import free_port
 
 FORMATS = ("avro", "json")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def mismatched(chain: Chain) -> int:

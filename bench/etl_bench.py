@@ -21,76 +21,15 @@ import datetime as dt
 import os
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench.common import machine, write_results
+from zync_assets_tests.support.pool_data import PAIRS_SPEC, append_pairs, commit_raw
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
-SPEC = """
-inputs:
-  - {topic: orders, pool: %(raw)s}
-  - {topic: payments, pool: %(raw)s}
-outputs:
-  - {topic: paid_orders, pool: %(staging)s}
-transforms:
-  - type: denorm
-    where: op IN ('c', 'r')
-    left: orders
-    right: payments
-    join-on: left.after:id::bigint = right.after:order_id::bigint
-    out: paid_orders
-    sql: |
-      left.key AS key,
-      named_struct('id', left.after:id::bigint, 'customer', left.after:customer::string,
-                   'amount', right.after:amount::decimal(12,2)) AS value
-  - type: stateless
-    where: op = 'u'
-    in: payments
-    out: paid_orders
-    sql: |
-      named_struct('id', in.after:order_id::bigint) AS key,
-      named_struct('id', in.after:order_id::bigint,
-                   'amount', in.after:amount::decimal(12,2)) AS value
-"""
-
-
-def raw_rows(spark: SparkSession, first: int, count: int) -> DataFrame:
-    """`count` orders and `count` payments: order i and payment i pair; offsets first.."""
-    ids = spark.range(first, first + count)
-    stamp = F.timestamp_seconds(F.lit(1_767_225_600) + F.col("id"))
-
-    def rows(topic: str, value: str) -> DataFrame:
-        return ids.select(
-            F.struct(F.lit(topic).alias("topic"), F.lit(0).alias("partition"),
-                     F.col("id").alias("offset"), stamp.alias("timestamp")).alias("kafka"),
-            F.parse_json(F.format_string('{"id": %d}', "id")).alias("key"),
-            F.parse_json(F.format_string(value, "id", "id")).alias("value"),
-            F.lit(None).cast("struct<reason: string, key: binary, value: binary>").alias("dead_letter"),
-        )  # fmt: skip
-
-    orders = rows("orders", '{"op": "c", "after": {"id": %d, "customer": "customer-%d"}}')
-    payments = rows(
-        "payments", '{"op": "c", "after": {"order_id": %d, "amount": 12.50, "ref": "p-%d"}}'
-    )
-    return orders.unionByName(payments)
-
-
-def append_raw(spark: SparkSession, pool: str, run: int, first: int, count: int) -> None:
-    end = first + count
-    commit_raw(spark, pool, run, raw_rows(spark, first, count), {"orders": end, "payments": end})
-
-
-def commit_raw(spark: SparkSession, pool: str, run: int, rows: DataFrame, ends: dict) -> None:
-    from zync_assets.delta_writes import append_once
-    from zync_assets.ingest.progress import app_id, commit_metadata
-    from zync_assets.pools import pool_path
-
-    meta = commit_metadata(run, uuid.uuid4().hex, {t: {0: end} for t, end in ends.items()})
-    append_once(rows, pool_path(pool), app_id(pool), run, meta)
 
 
 def ordered_rows(spark: SparkSession, count: int, late: bool) -> tuple[DataFrame, DataFrame]:
@@ -125,7 +64,7 @@ def ordered_rows(spark: SparkSession, count: int, late: bool) -> tuple[DataFrame
 def ordered_scenario(spark: SparkSession, work: Path, name: str, count: int, late: bool) -> float:
     """Seconds of the pass that consumes `count` orders with their payments."""
     spec_path = work / f"{name}.yaml"
-    spec_path.write_text(SPEC % {"raw": f"{name}Raw", "staging": f"{name}Staging"})
+    spec_path.write_text(PAIRS_SPEC % {"raw": f"{name}Raw", "staging": f"{name}Staging"})
     payments, orders = ordered_rows(spark, count, late)
     if late:  # a pass where every payment waits, then the orders arrive
         commit_raw(spark, f"{name}Raw", 1, payments, {"payments": 2 * count})
@@ -151,11 +90,11 @@ def etl_pass(spark: SparkSession, spec_path: Path) -> tuple[float, object]:
 
 def scenario(spark: SparkSession, work: Path, name: str, history: int, new: int) -> dict:
     spec_path = work / f"{name}.yaml"
-    spec_path.write_text(SPEC % {"raw": f"{name}Raw", "staging": f"{name}Staging"})
-    append_raw(spark, f"{name}Raw", 1, 0, history)
+    spec_path.write_text(PAIRS_SPEC % {"raw": f"{name}Raw", "staging": f"{name}Staging"})
+    append_pairs(spark, f"{name}Raw", 1, 0, history)
     history_s, history_result = etl_pass(spark, spec_path)  # makes the history done
     assert history_result.done == 2 * history, history_result
-    append_raw(spark, f"{name}Raw", 2, history, new)
+    append_pairs(spark, f"{name}Raw", 2, history, new)
     new_s, new_result = etl_pass(spark, spec_path)
     assert new_result.done == 2 * new and new_result.pending == 0, new_result
     return {"history_s": history_s, "new_s": new_s}

@@ -34,7 +34,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import _tree_rss_mib, bench_stack, free_port, machine, publish
+from bench.common import bench_stack, free_port, machine, publish
 from zync_assets.demo.invoices import produce_batch, reset, schema
 from zync_assets.kafka.clients import ensure_topic, producer
 from zync_assets.kafka.produce import Line, encode_lines
@@ -42,6 +42,7 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings, RegistrySettings
 from zync_assets.stack.registry import registry_url
 from zync_assets.stack.services import StackPorts, stack_down, stack_up
+from zync_assets_tests.support.process_tree import tree_rss_mib
 
 SPEC = Path(__file__).resolve().parent.parent / "etl_specs" / "invoices.yaml"
 ZYNC = str(Path(sys.executable).parent / "zync")
@@ -266,12 +267,12 @@ def measure(args, kafka: KafkaSettings, registry: Registry, seen: Seen, pid: int
     figures["continuous.single_p50_s"], figures["continuous.single_p95_s"] = percentiles(single)
 
     for rate in (100, 1000):
-        rss_before = _tree_rss_mib(pid)
+        rss_before = tree_rss_mib(pid)
         latencies = steady_load(pairs, seen, rate, args.load_seconds)
         p50, p95 = percentiles(latencies)
         figures |= {f"continuous.load_{rate}.p50_s": p50, f"continuous.load_{rate}.p95_s": p95,
                     f"continuous.load_{rate}.rss_start_mib": round(rss_before),
-                    f"continuous.load_{rate}.rss_end_mib": round(_tree_rss_mib(pid))}  # fmt: skip
+                    f"continuous.load_{rate}.rss_end_mib": round(tree_rss_mib(pid))}  # fmt: skip
         print(f"load {rate}/s", p50, p95, flush=True)
     figures["continuous.p50_s"] = figures["continuous.load_1000.p50_s"]
     figures["continuous.p95_s"] = figures["continuous.load_1000.p95_s"]

@@ -23,48 +23,8 @@ import tempfile
 import time
 import uuid
 
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
-
 from bench.common import bench_stack, machine, publish
-
-PER_TOPIC = 5  # records of one source transaction in each topic
-
-
-def write_staging(
-    spark: SparkSession, pool: str, topics: list[str], count: int, first: int, txn: bool,
-    run: int | None = None,
-) -> None:  # fmt: skip
-    """`count` output records for each of `topics` (offsets first..), source transaction
-    `offset // PER_TOPIC` (the same in every topic), with a `txn` column if `txn`, and
-    the ETL `run` that wrote them, if given."""
-    from zync_assets.pools import pool_path
-
-    for topic in topics:
-        ids = spark.range(first, first + count)
-        value = F.to_variant_object(F.struct(
-            F.col("id").alias("ID"), F.format_string("customer-%d", F.col("id") % 9973).alias("customer"),
-            (F.col("id") % 100_000 / 100).cast("decimal(12,2)").alias("amount"),
-            F.lit(topic).alias("table"),
-        ))  # fmt: skip
-        columns = [
-            F.lit("output").alias("kind"),
-            F.struct(F.lit(topic).alias("topic"), F.lit(0).alias("partition"),
-                     F.col("id").alias("offset"),
-                     F.timestamp_seconds(F.lit(1_767_225_600)).alias("timestamp")).alias("kafka"),
-            F.to_variant_object(F.struct(F.col("id").alias("ID"))).alias("key"),
-            value.alias("value"),
-        ]  # fmt: skip
-        if run is not None:
-            columns.append(F.lit(run).cast("long").alias("run"))
-        if txn:
-            columns.append(
-                F.format_string("%d:1", (F.col("id") / PER_TOPIC).cast("long")).alias("txn")
-            )
-        frame = ids.select(*columns)
-        frame.write.format("delta").mode("append").option("mergeSchema", "true").partitionBy(
-            "kind"
-        ).save(pool_path(pool))
+from zync_assets_tests.support.pool_data import PER_TOPIC, write_outputs_together
 
 
 def main() -> None:
@@ -86,9 +46,9 @@ def main() -> None:
             pool = f"Bench_{mode}_{size}_{attempt}_{tag}"
             topics = [f"{pool}_orders", f"{pool}_items"]
             together = mode == "together"
-            write_staging(spark, pool, topics, 10, 0, together, run=1)
+            write_outputs_together(spark, pool, topics, 10, 0, together, run=1)
             sync_pool(spark, pool, kafka, registry)  # schemas registered: the steady state
-            write_staging(spark, pool, topics, half, 10, together, run=2)
+            write_outputs_together(spark, pool, topics, half, 10, together, run=2)
             started = time.perf_counter()
             results = sync_pool(spark, pool, kafka, registry, transaction_size=size)
             seconds.setdefault(f"{mode}_{size}", []).append(time.perf_counter() - started)

@@ -29,38 +29,10 @@ import time
 import uuid
 from pathlib import Path
 
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
-
 from bench.common import bench_stack, machine
+from zync_assets_tests.support.pool_data import write_outputs
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
-
-
-def write_staging(spark: SparkSession, pool: str, topic: str, count: int, first: int = 0) -> None:
-    """`count` output records of `topic` (offsets first..), in the layout `zync etl` writes:
-    invoice-like rows, every tenth one a partial update (a second shape)."""
-    from zync_assets.pools import pool_path
-
-    ids = spark.range(first, first + count)
-    full = F.to_variant_object(F.struct(
-        F.col("id").alias("ID"), F.format_string("customer-%d", F.col("id") % 9973).alias("customer"),
-        F.lit("household goods").alias("item"),
-        (F.col("id") % 100_000 / 100).cast("decimal(12,2)").alias("amount"),
-        F.lit("pending").alias("invoice_status"),
-        F.timestamp_seconds(F.lit(1_767_225_600) + F.col("id")).alias("created_at"),
-    ))  # fmt: skip
-    partial = F.to_variant_object(
-        F.struct(F.col("id").alias("ID"), F.lit("paid").alias("invoice_status"))
-    )
-    frame = ids.select(
-        F.lit("output").alias("kind"),
-        F.struct(F.lit(topic).alias("topic"), F.lit(0).alias("partition"), F.col("id").alias("offset"),
-                 F.timestamp_seconds(F.lit(1_767_225_600)).alias("timestamp")).alias("kafka"),
-        F.to_variant_object(F.struct(F.col("id").alias("ID"))).alias("key"),
-        F.when(F.col("id") % 10 == 9, partial).otherwise(full).alias("value"),
-    )  # fmt: skip
-    frame.write.format("delta").mode("append").partitionBy("kind").save(pool_path(pool))
 
 
 def plain_producer(kafka, topic: str, records: list[tuple[bytes, bytes]]) -> float:
@@ -129,12 +101,12 @@ def main() -> None:
             assert result.sent == count, (run, result.sent)
 
         for run, before in runs.items():
-            write_staging(spark, "BenchStaging", f"{topic}_{run}", before or count)
+            write_outputs(spark, "BenchStaging", f"{topic}_{run}", before or count)
         timed("cold")  # the first sync of the process
         for run, before in runs.items():
             if before:  # ten records (both shapes) sent first, then the timed sync's
                 sync_topic(spark, "BenchStaging", f"{topic}_{run}", kafka, registry)
-                write_staging(spark, "BenchStaging", f"{topic}_{run}", count, first=before)
+                write_outputs(spark, "BenchStaging", f"{topic}_{run}", count, first=before)
         for run in ("first", "steady", "steady_again", "librdkafka"):
             timed(run)
         records = sent_bytes(kafka, f"{topic}_first", count)

@@ -22,119 +22,30 @@ import os
 import tempfile
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from bench.common import machine, write_results
-from bench.etl_bench import commit_raw, etl_pass
+from bench.etl_bench import etl_pass
+from zync_assets_tests.support.pool_data import (
+    NO_OFFSETS,
+    PER_TOPIC,
+    TOPICS,
+    append_transactions,
+    transactions_spec,
+)
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
-PER_TOPIC = 5  # events per topic per transaction
-TOPICS = ("bench.public.orders", "bench.public.items")
-TRANSACTIONS = "bench.transaction"
-RULE = """
-  - type: stateless
-    in: %(topic)s
-    out: bench_out%(gate)s
-    sql: in.key AS key, named_struct('id', in.after:id::bigint, 'txn', in.value:transaction.id::string) AS value"""
-KAFKA = "struct<topic: string, partition: int, offset: bigint, timestamp: timestamp>"
-DEAD = "struct<reason: string, key: binary, value: binary>"
-
-
-TXN_RULE = f"""
-  - type: txn
-    inputs: [{", ".join(TOPICS)}]
-    complete-when: debezium-transaction
-    out: bench_out
-    sql: SELECT txn, key, named_struct('id', after:id::bigint, 'txn', txn) AS value FROM events"""
-
-
-def spec_text(raw: str, staging: str, gated: bool, txn_rule: bool = False) -> str:
-    inputs = [*TOPICS, TRANSACTIONS] if gated or txn_rule else list(TOPICS)
-    gate = "\n    gate: transaction" if gated else ""
-    rules = TXN_RULE if txn_rule else "".join(RULE % {"topic": t, "gate": gate} for t in TOPICS)
-    return (
-        "inputs:\n"
-        + "".join(f"  - {{topic: {t}, pool: {raw}}}\n" for t in inputs)
-        + f"outputs:\n  - {{topic: bench_out, pool: {staging}}}\ntransforms:"
-        + rules
-        + "\n"
-    )
-
-
-def _row(topic: str, offset: Column, millis: Column, key: Column, value: Column) -> list:
-    stamp = F.timestamp_millis(F.lit(1_767_225_600_000) + millis)
-    return [
-        F.struct(F.lit(topic), F.lit(0), offset, stamp).cast(KAFKA).alias("kafka"),
-        F.parse_json(key).alias("key"),
-        F.parse_json(value).alias("value"),
-        F.lit(None).cast(DEAD).alias("dead_letter"),
-    ]
-
-
-def transaction_rows(
-    spark: SparkSession, first: int, count: int, per_topic: int, base: dict[str, int]
-) -> DataFrame:
-    """Transactions `first`..`first + count - 1`: `per_topic` creates on each topic, then
-    BEGIN and END on the transaction topic; each topic's offsets from `base[topic]` on."""
-    events = spark.range(first * per_topic, (first + count) * per_topic)
-    n = F.col("id")
-    txn, index_in_txn = F.floor(n / per_topic), n % per_topic
-    rank = n - first * per_topic  # the event's place among this call's events of a topic
-    parts = []
-    for index, topic in enumerate(TOPICS):
-        value = F.format_string(
-            '{"op": "c", "after": {"id": %d}, "transaction": {"id": "tx-%d", '
-            '"total_order": %d, "data_collection_order": %d}}',
-            n, txn, index_in_txn + 1 + index * per_topic, index_in_txn + 1,
-        )  # fmt: skip
-        key = F.format_string('{"id": %d}', n)
-        offset = F.lit(base[topic]) + rank
-        parts.append(events.select(*_row(topic, offset, 3 * n + index, key, value)))
-    t = F.col("id")
-    collections = ", ".join(
-        f'{{"data_collection": "{topic.split(".", 1)[1]}", "event_count": {per_topic}}}'
-        for topic in TOPICS
-    )
-    end = F.format_string(
-        '{"status": "END", "id": "tx-%d", "event_count": '
-        f'{per_topic * len(TOPICS)}, "data_collections": [{collections}]}}',
-        t,
-    )
-    begin = F.format_string('{"status": "BEGIN", "id": "tx-%d"}', t)
-    key = F.format_string('{"id": "tx-%d"}', t)
-    last = 3 * (t + 1) * per_topic  # after the transaction's last event
-    at = F.lit(base[TRANSACTIONS]) + 2 * (t - first)
-    ids = spark.range(first, first + count)
-    parts.append(ids.select(*_row(TRANSACTIONS, at, last - 2, key, begin)))
-    parts.append(ids.select(*_row(TRANSACTIONS, at + 1, last, key, end)))
-    rows = parts[0]
-    for part in parts[1:]:
-        rows = rows.unionByName(part)
-    return rows
-
-
-def append(spark: SparkSession, raw: str, run: int, first: int, count: int, per_topic: int,
-           base: dict[str, int]) -> dict[str, int]:  # fmt: skip
-    """Commit the transactions to `raw` as ingest's run `run`; each topic's end offset."""
-    ends = {t: base[t] + count * per_topic for t in TOPICS}
-    ends[TRANSACTIONS] = base[TRANSACTIONS] + 2 * count
-    commit_raw(spark, raw, run, transaction_rows(spark, first, count, per_topic, base), ends)
-    return ends
-
-
-NO_OFFSETS = dict.fromkeys((*TOPICS, TRANSACTIONS), 0)
 
 
 def side_by_side(spark: SparkSession, work: Path, name: str, txns: int) -> dict[str, float]:
     """One raw pool; a gated and an ungated spec each make one pass over all of it."""
     raw = f"{name}Raw"
-    append(spark, raw, 1, 0, txns, PER_TOPIC, NO_OFFSETS)
+    append_transactions(spark, raw, 1, 0, txns, PER_TOPIC, NO_OFFSETS)
     seconds = {}
     for label in ("ungated", "gated", "txn"):
         spec_path = work / f"{name}_{label}.yaml"
         staging = f"{name}_{label}_staging"
-        spec_path.write_text(spec_text(raw, staging, label == "gated", label == "txn"))
+        spec_path.write_text(transactions_spec(raw, staging, label == "gated", label == "txn"))
         seconds[label], result = etl_pass(spark, spec_path)
         outputs = sum(result.outputs.values())
         assert outputs == txns * PER_TOPIC * len(TOPICS) and result.pending == 0, result
@@ -145,11 +56,11 @@ def history_pass(spark: SparkSession, work: Path, name: str, behind: int, new: i
     """Seconds of a gated pass over `new` transactions (10 events each) with `behind`
     completed transactions of two events each (one per topic) behind the cursor."""
     raw, spec_path = f"{name}Raw", work / f"{name}.yaml"
-    spec_path.write_text(spec_text(raw, f"{name}Staging", gated=True))
-    ends = append(spark, raw, 1, 0, behind, 1, NO_OFFSETS)
+    spec_path.write_text(transactions_spec(raw, f"{name}Staging", gated=True))
+    ends = append_transactions(spark, raw, 1, 0, behind, 1, NO_OFFSETS)
     _, done = etl_pass(spark, spec_path)
     assert done.pending == 0 and sum(done.outputs.values()) == 2 * behind, done
-    append(spark, raw, 2, behind, new, PER_TOPIC, ends)
+    append_transactions(spark, raw, 2, behind, new, PER_TOPIC, ends)
     seconds, result = etl_pass(spark, spec_path)
     assert sum(result.outputs.values()) == new * PER_TOPIC * len(TOPICS), result
     assert result.pending == 0, result

@@ -27,7 +27,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench.common import machine, publish
-from bench.etl_bench import commit_raw, etl_pass
+from bench.etl_bench import etl_pass
+from zync_assets_tests.support.pool_data import commit_raw
 
 ACCOUNTS, CUSTOMERS = "bench.public.accounts", "bench.public.customers"
 KAFKA = "struct<topic: string, partition: int, offset: bigint, timestamp: timestamp>"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -31,8 +30,9 @@ from zync_assets.stack.services import (
     stack_down,
     stack_up,
 )
-from zync_assets_tests.support import cpu, scheduling
+from zync_assets_tests.support import process_tree, scheduling
 from zync_assets_tests.support.in_process import needs_a_process, run_in_process, worker_session
+from zync_assets_tests.support.ports import free_port
 from zync_assets_tests.support.py4j_sync import drop_thread_connection
 
 ZYNC = str(Path(sys.executable).parent / "zync")
@@ -82,12 +82,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     order = scheduling.longest_units_first(nodeids, marks, _RECORDED)
     place = {nodeid: i for i, nodeid in enumerate(order)}
     session.items.sort(key=lambda item: place[item.nodeid])
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass(frozen=True)
@@ -290,7 +284,7 @@ _CPU_BEFORE = pytest.StashKey[dict[int, float]]()
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.stash[_CPU_BEFORE] = cpu.tree_cpu()
+    item.stash[_CPU_BEFORE] = process_tree.tree_cpu()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -298,7 +292,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     if call.when == "teardown" and _CPU_BEFORE in item.stash:
         # Before the teardown's report is made, which carries it into the JUnit XML
         # (bench/suite_report.py): the CPU the test's set-up, call and teardown used.
-        used = cpu.used_since(item.stash[_CPU_BEFORE])
+        used = process_tree.used_since(item.stash[_CPU_BEFORE])
         item.user_properties.append(("cpu_seconds", round(used, 1)))
     report = yield
     if report.failed and call.when in ("setup", "call"):

@@ -1,4 +1,4 @@
-"""The CPU a test's process tree uses (support/cpu.py), which the suite's report ranks
+"""The CPU a test's process tree uses (support/process_tree.py), which the suite's report ranks
 tests by: a child's work counts, and only the part done after the start."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from zync_assets_tests.support import cpu
+from zync_assets_tests.support import process_tree as cpu
 
 BURN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
 

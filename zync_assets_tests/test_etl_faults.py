@@ -8,11 +8,17 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from bench.etl_bench import SPEC, append_raw
 from zync_assets.etl.run import run_etl
 from zync_assets.spec import load_spec
 from zync_assets_tests.conftest import ZYNC, Stack, run_zync
 from zync_assets_tests.support.kills import kill_when, writing
+from zync_assets_tests.support.pool_data import (
+    NO_OFFSETS,
+    PAIRS_SPEC,
+    append_pairs,
+    append_transactions,
+    transactions_spec,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -27,7 +33,7 @@ def staged(spark, lake: Path) -> tuple[list[int], list[tuple], int]:
 
 
 def kill_passes_then_finish(spec: Path, env: dict[str, str], staging: Path, kills: int):
-    """`zync etl SPEC` killed -9 `kills` times while it writes the staging pool (its data
+    """`zync etl PAIRS_SPEC` killed -9 `kills` times while it writes the staging pool (its data
     files written, their commit not yet), then a pass that must succeed."""
     for _ in range(kills):
         killed = kill_when([ZYNC, "etl", str(spec)], env, writing(staging))
@@ -41,8 +47,8 @@ def orders(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path
     lake = tmp_path / "lake"
     monkeypatch.setenv("ZYNC_LAKE", str(lake))
     spec = tmp_path / "orders.yaml"
-    spec.write_text(SPEC % {"raw": "Raw", "staging": "Staging"})
-    append_raw(spark, "Raw", 1, 0, 40_000)  # 40,000 orders + 40,000 payments
+    spec.write_text(PAIRS_SPEC % {"raw": "Raw", "staging": "Staging"})
+    append_pairs(spark, "Raw", 1, 0, 40_000)  # 40,000 orders + 40,000 payments
     return lake, spec
 
 
@@ -86,13 +92,12 @@ def test_kill_9_during_a_gated_pass_then_rerun_gives_each_transaction_once_and_w
     """`gate: transaction` under kill -9: 3,000 source transactions of 10 events over two
     topics and their BEGIN/END records; each output and done record once, and each
     transaction's outputs in one commit, numbered together."""
-    from bench.txn_bench import NO_OFFSETS, append, spec_text
 
     lake = tmp_path / "lake"
     monkeypatch.setenv("ZYNC_LAKE", str(lake))
     spec = tmp_path / "gated.yaml"
-    spec.write_text(spec_text("Raw", "Staging", gated=True))
-    append(spark, "Raw", 1, 0, 3_000, 5, NO_OFFSETS)
+    spec.write_text(transactions_spec("Raw", "Staging", gated=True))
+    append_transactions(spark, "Raw", 1, 0, 3_000, 5, NO_OFFSETS)
     env = stack.env(ZYNC_LAKE=str(lake))
     kill_passes_then_finish(spec, env, lake / "Staging", kills=2)
     outputs, records, distinct = staged(spark, lake)

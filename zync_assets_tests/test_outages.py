@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.tokafka_bench import write_staging
 from zync_assets.kafka.clients import ensure_topic
 from zync_assets_tests.conftest import ZYNC, Stack, pool_offsets, produce_many, read_topic
+from zync_assets_tests.support.pool_data import write_outputs
 from zync_assets_tests.test_tokafka_faults import _high_water
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -121,7 +121,7 @@ def test_a_continuous_to_kafka_rides_out_a_broker_restart_mid_send(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
     count, size = 120_000, 4000  # 30 transactions
-    write_staging(spark, "SendOutage", topic, count)
+    write_outputs(spark, "SendOutage", topic, count)
     ensure_topic(stack.kafka, topic)
     command = [ZYNC, "to-kafka", "--pool", "SendOutage", "--transaction-size", str(size),
                "--follow", "--interval", "0.5s", "--exit-after", "5s"]  # fmt: skip
@@ -141,7 +141,7 @@ def test_a_continuous_to_kafka_rides_out_a_registry_outage(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
     count = 20_000
-    write_staging(spark, "RegSendOutage", topic, count)
+    write_outputs(spark, "RegSendOutage", topic, count)
     ensure_topic(stack.kafka, topic)
     command = [ZYNC, "to-kafka", "--pool", "RegSendOutage", "--follow", "--interval", "0.5s",
                "--exit-after", "5s"]  # fmt: skip

@@ -1,6 +1,6 @@
 """The soak, short: one minute of changes while the pipeline is killed -9 at random, then
-every offset and every change reconciled (bench/soak.py; the long run's figures are in
-docs/RELIABILITY.md)."""
+every offset and every change reconciled (support/soak.py; bench/soak.py runs it longer,
+and its figures are in docs/RELIABILITY.md)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.soak import run_soak
+from zync_assets.kafka.registry import Registry
 from zync_assets_tests.conftest import Stack
+from zync_assets_tests.support.soak import run_soak
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -17,7 +18,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 @pytest.mark.timeout(600)
 def test_a_one_minute_soak_with_kills_reconciles_every_offset(stack: Stack, tmp_path: Path):
     # A kill every 12-18 s: at least 3 in the minute, some while Spark starts, some mid-pass.
-    soak, figures = run_soak(1, tmp_path, kill_every=(12, 18))  # on the session's stack
+    registry = Registry(stack.registry_settings)
+    soak, figures = run_soak(stack.kafka, registry, 1, tmp_path, kill_every=(12, 18))
     assert len(soak.kills) >= 3, f"{len(soak.kills)} kills: the soak proved too little"
     assert figures["records_lost"] == 0 and figures["records_duplicated"] == 0, figures
     assert figures["records_reconciled"] == figures["records_produced"] > 0, figures

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 
-from bench.tokafka_bench import write_staging
 from zync_assets.kafka.clients import consumer, ensure_topic
 from zync_assets.kafka.offsets import watermarks
 from zync_assets_tests.conftest import ZYNC, Stack, read_topic, run_zync
+from zync_assets_tests.support.pool_data import PER_TOPIC, write_outputs, write_outputs_together
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -43,7 +43,7 @@ def test_kill_9_during_a_large_sync_then_resume_sends_each_record_once_in_order(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
     count, size = 60_000, 4000  # 15 transactions (one partition)
-    write_staging(spark, "Big", topic, count)
+    write_outputs(spark, "Big", topic, count)
     ensure_topic(stack.kafka, topic)
     env = stack.env(ZYNC_LAKE=str(lake))
     command = [ZYNC, "to-kafka", "--pool", "Big", "--transaction-size", str(size)]
@@ -71,7 +71,7 @@ def test_a_second_to_kafka_fences_the_first_and_nothing_doubles(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
     count = 60_000
-    write_staging(spark, "Race", topic, count)
+    write_outputs(spark, "Race", topic, count)
     env = stack.env(ZYNC_LAKE=str(lake))
     command = [ZYNC, "to-kafka", "--pool", "Race", "--transaction-size", "6000"]
     first = subprocess.Popen(
@@ -96,12 +96,10 @@ def test_kill_9_while_a_pools_topics_go_together_leaves_whole_transactions_only(
     """A pool with source transactions (5 records in each of two topics per transaction)
     killed mid-send: what is committed holds the same transactions in both topics, whole;
     the rerun sends the rest, each record once, in order."""
-    from bench.together_bench import PER_TOPIC
-    from bench.together_bench import write_staging as write_together
 
     per_topic, size = 40_000, 4000  # 2 kills cut it at most 2 × 1.5 transactions in
     topics = [f"{topic}_a", f"{topic}_b"]
-    write_together(spark, "Both", topics, per_topic, 0, txn=True)
+    write_outputs_together(spark, "Both", topics, per_topic, 0, txn=True)
     for name in topics:
         ensure_topic(stack.kafka, name)
     env = stack.env(ZYNC_LAKE=str(lake))

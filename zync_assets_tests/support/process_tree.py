@@ -1,4 +1,4 @@
-"""CPU seconds used by a process and its descendants, read from /proc.
+"""CPU seconds and memory of a process and its descendants, read from /proc.
 
 On two loaded cores a test's wall time says more about its neighbours than about the
 test; the CPU it and its children (its `zync` processes, its Spark JVM's work) use is
@@ -12,8 +12,12 @@ import os
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _processes() -> dict[int, tuple[int, float]]:
-    """pid → (parent pid, CPU seconds of the process and of its children it has waited for)."""
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _processes() -> dict[int, tuple[int, float, int]]:
+    """pid → (parent pid, CPU seconds of the process and of its children it has waited for,
+    resident bytes)."""
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -24,25 +28,38 @@ def _processes() -> dict[int, tuple[int, float]]:
         except OSError:  # gone meanwhile
             continue
         fields = text[text.rfind(")") + 2 :].split()  # the name may hold spaces
-        # utime, stime, cutime, cstime: fields 14-17 of proc(5), 11-14 after the name
-        found[int(entry)] = (int(fields[1]), sum(int(f) for f in fields[11:15]) / _TICK)
+        # utime, stime, cutime, cstime: fields 14-17 of proc(5), 11-14 after the name;
+        # rss (pages): field 24, 21 after the name
+        cpu = sum(int(f) for f in fields[11:15]) / _TICK
+        found[int(entry)] = (int(fields[1]), cpu, int(fields[21]) * _PAGE)
     return found
+
+
+def _descendants(processes: dict[int, tuple[int, float, int]], root: int) -> list[int]:
+    """`root` and every live process below it."""
+    children: dict[int, list[int]] = {}
+    for pid, (parent, *_) in processes.items():
+        children.setdefault(parent, []).append(pid)
+    seen: list[int] = []
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid in processes and pid not in seen:
+            seen.append(pid)
+            todo.extend(children.get(pid, []))
+    return seen
 
 
 def tree_cpu() -> dict[int, float]:
     """CPU seconds of this process and of each live descendant, by pid."""
     processes = _processes()
-    children: dict[int, list[int]] = {}
-    for pid, (parent, _) in processes.items():
-        children.setdefault(parent, []).append(pid)
-    seen: dict[int, float] = {}
-    todo = [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        if pid in processes and pid not in seen:
-            seen[pid] = processes[pid][1]
-            todo.extend(children.get(pid, []))
-    return seen
+    return {pid: processes[pid][1] for pid in _descendants(processes, os.getpid())}
+
+
+def tree_rss_mib(root: int) -> float:
+    """Resident memory of process `root` and all its descendants, in MiB."""
+    processes = _processes()
+    return sum(processes[pid][2] for pid in _descendants(processes, root)) / 2**20
 
 
 def used_since(before: dict[int, float]) -> float:
