@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
 
 from zync_assets.definitions import build_definitions
-from zync_assets.orchestration.raw import PROGRESS_KEY, raw_key
+from zync_assets.orchestration.raw import PROGRESS_KEY, raw_key, watch_for_new_data
 from zync_assets.orchestration.resources import KafkaResource
 from zync_assets.spec import load_spec
 from zync_assets_tests.conftest import Stack, produce_json, read_topic, stateless_spec
@@ -68,6 +69,23 @@ def test_sensor_requests_a_run_only_when_kafka_has_something_new(
     )  # fmt: skip
     quiet = evaluate(defs, instance, name)
     assert quiet.run_requests == [] and "nothing beyond the cursors" in quiet.skip_message
+
+
+def test_a_sensor_evaluation_notices_a_change_that_arrives_while_it_watches(
+    stack: Stack, topic: str
+) -> None:
+    """Dagster starts a sensor's evaluation at most every 5 s: one that looked once would
+    see this change only at its next evaluation."""
+    produce_json(stack, topic, [(None, {"n": 0})])
+    seen = {topic: {0: 1}}
+    late = threading.Timer(1.5, lambda: produce_json(stack, topic, [(None, {"n": 1})]))
+    late.start()
+    try:
+        end = watch_for_new_data(stack.kafka, [topic], seen)
+    finally:
+        late.join()
+    assert end == {topic: {0: 2}}
+    assert watch_for_new_data(stack.kafka, [topic], {topic: {0: 2}}, watch_s=1.0) is None
 
 
 def test_assets_and_lineage_come_from_the_spec_files(tmp_path: Path) -> None:
@@ -141,6 +159,9 @@ def test_raw_then_staging_and_done_materialize_with_passing_checks(
         "no_expired_events": True,
         "applies": True,  # each lake table's pass applied (it fails while a pass fails)
     }
+    order = [m.asset_key.to_user_string() for m in result.get_asset_materialization_events()]
+    tables_at = min(order.index("table/flow_current"), order.index("table/flow_history"))
+    assert order.index(f"kafka/{topic}_out") < tables_at, order  # the warehouse path first
     (sent,) = [
         m.materialization.metadata
         for m in result.get_asset_materialization_events()

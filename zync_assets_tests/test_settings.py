@@ -82,7 +82,7 @@ def test_bad_duration() -> None:
 def test_the_sensor_interval_reads_durations_and_refuses_nonsense() -> None:
     from zync_assets.settings import sensor_interval_seconds
 
-    assert sensor_interval_seconds({}) == 5
+    assert sensor_interval_seconds({}) == 1  # every loop of Dagster's sensor daemon
     assert sensor_interval_seconds({"ZYNC_SENSOR_INTERVAL": "1m"}) == 60
     with pytest.raises(ZyncError, match="ZYNC_SENSOR_INTERVAL: bad duration"):
         sensor_interval_seconds({"ZYNC_SENSOR_INTERVAL": "often"})

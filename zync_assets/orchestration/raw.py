@@ -5,6 +5,7 @@ hints at definition time.)
 """
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,8 +41,11 @@ from zync_assets.ingest.ranges import (
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.lease import pipeline_feeding
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
+from zync_assets.settings import KafkaSettings
 from zync_assets.status import raw_dead_letters
 
+WATCH_S = 4.0  # how long a sensor evaluation watches for new offsets (of the daemon's 5 s)
+POLL_S = 0.5  # how often it looks meanwhile
 PROGRESS_KEY = "progress"  # materialization metadata: per topic-partition end offsets (JSON)
 POOL_TAG = "zync/pool"
 ACTIVE_RUN_STATUSES = [  # a run in one of these may still write
@@ -172,6 +176,27 @@ def new_data(progress: Offsets, end: Offsets) -> bool:
     )
 
 
+def watch_for_new_data(
+    kafka: KafkaSettings, topics: list[str], progress: Offsets,
+    watch_s: float = WATCH_S, poll_s: float = POLL_S,
+) -> Offsets | None:  # fmt: skip
+    """The topics' end offsets as soon as they go beyond `progress`, looking every `poll_s`
+    for up to `watch_s`; None if they did not.
+
+    Dagster's sensor daemon starts an evaluation at most every 5 s: a sensor that looked
+    once would notice a change up to 5 s after it arrived. Watching for most of the
+    interval notices it within `poll_s` (each look is three small requests to the broker).
+    """
+    deadline = time.monotonic() + watch_s
+    while True:
+        end = high_marks(watermarks(kafka, topics, missing_ok=True))
+        if new_data(progress, end):
+            return end
+        if time.monotonic() + poll_s > deadline:
+            return None
+        time.sleep(poll_s)
+
+
 def raw_pool_sensor(
     pool: str, topics: list[str], minimum_interval_seconds: int, carries: Sequence[AssetKey] = ()
 ):
@@ -197,10 +222,9 @@ def raw_pool_sensor(
             return SkipReason(
                 f"{feeder.describe()} ingests pool {pool}; its commits appear as materializations"
             )
-        marks = watermarks(context.resources.kafka.settings(), topics, missing_ok=True)
-        end = high_marks(marks)
         progress = recorded_progress(context, pool)
-        if not new_data(progress, end):
+        end = watch_for_new_data(context.resources.kafka.settings(), topics, progress)
+        if end is None:
             return SkipReason(f"nothing beyond the cursors of pool {pool}")
         observed = json.dumps(offsets_to_json(end))
         context.update_cursor(observed)

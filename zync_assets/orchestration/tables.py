@@ -85,6 +85,10 @@ def _table_asset(spec: Spec, table: TableDef):
         description=f"Lake table {table.name}: {kind} of topic {table.source}, keys "
         f"{', '.join(table.keys)} ({spec.path.name}).",
         tags={"zync/stage": "table"},
+        # A run that carries a change to the output topic too sends it first: the
+        # warehouse never waits for a MERGE into a lake table (Dagster's executors start
+        # the ready step of highest priority; the others have 0).
+        op_tags={"dagster/priority": "-1"},
         check_specs=[AssetCheckSpec(APPLIES_CHECK, asset=table_key(table.name))],
     )
     def lake_table(

@@ -24,7 +24,10 @@ DAGSTER_PORT = 3000
 DAGSTER_START_TIMEOUT_S = 120.0
 
 # Runs are separate processes, each with its own Spark JVM: two at a time is what a
-# small machine carries; the rest wait in the queue.
+# small machine carries; the rest wait in the queue, which is looked at every second
+# (Dagster's default, 5 s, adds up to 5 s to every sensor-started change). Sensors are
+# evaluated in threads: a Kafka sensor watches for new offsets for most of the daemon's
+# 5-s loop (orchestration/raw.py), and one pool's watch must not hold up the next's.
 _INSTANCE_YAML = """\
 telemetry:
   enabled: false
@@ -33,6 +36,10 @@ run_coordinator:
   class: QueuedRunCoordinator
   config:
     max_concurrent_runs: 2
+    dequeue_interval_seconds: 1
+sensors:
+  use_threads: true
+  num_workers: 8
 """
 
 # Paths the runs resolve: absolute, since runs start in other working directories.
