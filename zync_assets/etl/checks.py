@@ -19,47 +19,58 @@ class Check:
     detail: str
 
 
-def dense_outputs(spark: SparkSession, result: EtlResult) -> Check:
-    """Each output topic got offsets previous-next .. previous-next + n - 1, once each."""
+def pool_checks(spark: SparkSession, result: EtlResult) -> tuple[Check, Check]:
+    """Dense output offsets and unique done records, from one read of the pool (one Spark
+    action: a run's checks were two reads and two actions, about 1.5 s of a small
+    Dagster run that the output topic's step waited for)."""
     if result.run is None:
-        return Check("dense_output_offsets", True, "nothing written")
-    rows = (
-        spark.read.format("delta").load(pool_path(result.pool))
-        .where(f"kind = 'output' AND run = {result.run}")
-        .groupBy("kafka.topic")
-        .agg(F.count("*").alias("n"), F.countDistinct("kafka.offset").alias("distinct"),
-             F.min("kafka.offset").alias("low"), F.max("kafka.offset").alias("high"))
-        .collect()
+        return (
+            Check("dense_output_offsets", True, "nothing written"),
+            Check("no_duplicate_done_records", True, "nothing written"),
+        )
+    rows = _offsets_by_topic(spark, result)
+    outputs = [row for row in rows if row.kind == "output"]
+    duplicated = sum(row.duplicated for row in rows if row.kind == "done")
+    return _dense(result, outputs), Check(
+        "no_duplicate_done_records", duplicated == 0,
+        f"{duplicated} events with more than one done record" if duplicated else "unique",
     )  # fmt: skip
+
+
+def _offsets_by_topic(spark: SparkSession, result: EtlResult) -> list:
+    """Per kind and topic: rows, distinct offsets, lowest, highest, offsets held twice.
+
+    Outputs: this run's (numbered per topic, whatever their partition); done records:
+    those above the previous cursors (per input partition), where a second one for an
+    event would be."""
+    kind = F.col("kind")
+    this_run = (kind == "output") & (F.col("run") == result.run)
+    new_done = (kind == "done") & above_cursors(result.previous.cursors, list(result.cursors))
+    per_offset = (
+        spark.read.format("delta").load(pool_path(result.pool))
+        .where(this_run | new_done)
+        .groupBy(kind, F.col("kafka.topic").alias("topic"),
+                 F.when(kind == "done", F.col("kafka.partition")).alias("partition"),
+                 F.col("kafka.offset").alias("offset"))
+        .agg(F.count("*").alias("copies"))
+    )  # fmt: skip
+    return per_offset.groupBy("kind", "topic").agg(
+        F.sum("copies").alias("n"), F.count("*").alias("distinct"),
+        F.min("offset").alias("low"), F.max("offset").alias("high"),
+        F.sum(F.when(F.col("copies") > 1, 1).otherwise(0)).alias("duplicated"),
+    ).collect()  # fmt: skip
+
+
+def _dense(result: EtlResult, outputs: list) -> Check:
+    """Each output topic got offsets previous-next .. previous-next + n - 1, once each."""
     problems = []
-    for row in rows:
+    for row in outputs:
         start = result.previous.next_offsets.get(row.topic, 0)
         if (row.n, row.distinct, row.low, row.high) != (row.n, row.n, start, start + row.n - 1):
             problems.append(
                 f"{row.topic}: {row.n} rows, offsets {row.low}..{row.high}, expected from {start}"
             )
     return Check("dense_output_offsets", not problems, "; ".join(problems) or "dense")
-
-
-def unique_done(spark: SparkSession, result: EtlResult) -> Check:
-    """No input event got a second done record (compared above the previous cursors)."""
-    if result.run is None:
-        return Check("no_duplicate_done_records", True, "nothing written")
-    topics = list(result.cursors)
-    done = (
-        spark.read.format("delta").load(pool_path(result.pool))
-        .where((F.col("kind") == "done") & above_cursors(result.previous.cursors, topics))
-    )  # fmt: skip
-    duplicates = (
-        done.groupBy("kafka.topic", "kafka.partition", "kafka.offset")
-        .count()
-        .where("count > 1")
-        .count()
-    )
-    return Check(
-        "no_duplicate_done_records", duplicates == 0,
-        f"{duplicates} events with more than one done record" if duplicates else "unique",
-    )  # fmt: skip
 
 
 def cursors_forward(result: EtlResult) -> Check:
@@ -73,4 +84,4 @@ def cursors_forward(result: EtlResult) -> Check:
 
 
 def run_checks(spark: SparkSession, result: EtlResult) -> list[Check]:
-    return [dense_outputs(spark, result), unique_done(spark, result), cursors_forward(result)]
+    return [*pool_checks(spark, result), cursors_forward(result)]
