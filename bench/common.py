@@ -12,6 +12,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from zync_assets.kafka.offsets import topic_offsets
 from zync_assets.kafka.registry import Registry
 from zync_assets.settings import KafkaSettings, RegistrySettings
 from zync_assets.stack.registry import registry_url
-from zync_assets.stack.services import StackPorts, stack_down, stack_up
+from zync_assets.stack.services import CdcPorts, StackPorts, stack_down, stack_up
 from zync_assets_tests.support.ports import free_port
 from zync_assets_tests.support.process_tree import tree_rss_mib
 
@@ -156,6 +157,27 @@ def fill_topic(kafka: KafkaSettings, registry: Registry, topic: str, count: int)
                 out.poll(0.05)
     out.flush(120)
     return sum(len(v) for v in values) / len(values)
+
+
+@dataclass(frozen=True)
+class CdcWork:
+    """A private CDC stack's folders and ports (see `cdc_work`)."""
+
+    home: Path  # the stack's state (.zync)
+    specs: Path  # ZYNC_SPECS
+    ports: StackPorts
+    cdc: CdcPorts
+
+
+def cdc_work(prefix: str) -> CdcWork:
+    """Folders and free ports for a private stack with the CDC services; ZYNC_SPECS and
+    ZYNC_LAKE point into them."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    home, specs, lake = work / ".zync", work / "specs", work / "lake"
+    specs.mkdir()
+    os.environ |= {"ZYNC_SPECS": str(specs), "ZYNC_LAKE": str(lake)}
+    ports = StackPorts(free_port(), free_port(), free_port(), free_port())
+    return CdcWork(home, specs, ports, CdcPorts(free_port(), free_port(), free_port()))
 
 
 @contextmanager

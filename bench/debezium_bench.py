@@ -20,15 +20,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import tempfile
 import time
-from pathlib import Path
 
-from bench.common import machine, publish
+from bench.common import cdc_work, machine, publish
 from zync_assets.demo.chain import Chain
 from zync_assets.demo.workload import Workload
 from zync_assets.stack.registry import registry_url, registry_v2_url
-from zync_assets.stack.services import CdcPorts, StackPorts, stack_down, stack_up
+from zync_assets.stack.services import stack_down, stack_up
 from zync_assets_tests.support.ports import free_port
 
 FORMATS = ("avro", "json")
@@ -77,12 +75,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="zync-bench-debezium-"))
-    home, specs, lake = work / ".zync", work / "specs", work / "lake"
-    specs.mkdir()
-    os.environ |= {"ZYNC_SPECS": str(specs), "ZYNC_LAKE": str(lake)}
-    ports = StackPorts(free_port(), free_port(), free_port(), free_port())
-    cdc = CdcPorts(free_port(), free_port(), free_port())
+    work = cdc_work("zync-bench-debezium-")
+    home, specs, ports, cdc = work.home, work.specs, work.ports, work.cdc
     kafka = f"127.0.0.1:{ports.kafka}"
     chains = {
         fmt: Chain(f"bench_{fmt}", fmt, cdc.source_db, cdc.warehouse_db, cdc.connect,

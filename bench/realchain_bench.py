@@ -1,0 +1,177 @@
+"""A row changed in the source database → the warehouse row, and → the lake table, on the
+demo's real stack: `python -m bench.realchain_bench [--trials N]`.
+
+The stack as `zync stack up --cdc --dagster --follow SPEC` starts it, on private ports:
+PostgreSQL `shop` → Debezium's source → Kafka → the stack's `zync run --follow` (local
+Spark, default configuration, reporting to the stack's Dagster) → Kafka → Debezium's JDBC
+sink → PostgreSQL `warehouse`. The spec is etl_specs/shop.yaml for the chain (invoices
+joined with their status for the sink; lake tables `invoices` and its status history),
+in Avro. Dagster and Kafka Connect run throughout, as they do for a user.
+
+Once ten invoices with their statuses are in the warehouse, --trials single-row changes,
+one at a time, each `UPDATE invoices SET item = ...` committed on its own:
+
+  realchain.p50_s, p95_s          commit → the warehouse row shows the new item
+                                  (polled every 50 ms)
+  realchain.tables_p50_s, p95_s   commit → lake table `invoices` has applied the change:
+                                  its log records applied offsets beyond the change's
+                                  (polled every 100 ms from the commit files, no Spark)
+
+The figures join the others in bench/results/latency.json; the table is appended to
+docs/BENCHMARKS.md. About 6 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import psycopg
+
+from bench.common import cdc_work, machine, publish
+from zync_assets.demo.chain import Chain
+from zync_assets.kafka.offsets import high_marks, watermarks
+from zync_assets.pools import table_path
+from zync_assets.settings import KafkaSettings
+from zync_assets.stack.registry import registry_url, registry_v2_url
+from zync_assets.stack.services import stack_down, stack_up
+from zync_assets.tables.state import table_history
+from zync_assets_tests.support.ports import free_port
+
+RESULTS = Path(__file__).resolve().parent / "results" / "latency.json"
+SEED_INVOICES = 10
+TIMEOUT_S = 300.0
+
+
+def seed(chain: Chain) -> None:
+    """Ten invoices, each with its status, in one transaction."""
+    with chain.source() as conn:
+        for n in range(1, SEED_INVOICES + 1):
+            conn.execute(
+                "INSERT INTO invoices (id, customer, item, amount) VALUES (%s, %s, %s, %s)",
+                [n, f"customer-{n}", "seed", n * 10],
+            )
+            conn.execute(
+                "INSERT INTO invoice_status (id, invoice_id, status) VALUES (%s, %s, 'new')",
+                [n, n],
+            )
+
+
+def wait_until(condition, what: str, poll_s: float) -> float:
+    """Seconds until `condition()` holds; TimeoutError after TIMEOUT_S."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > TIMEOUT_S:
+            raise TimeoutError(f"{what}: not after {TIMEOUT_S:.0f} s")
+        time.sleep(poll_s)
+    return time.monotonic() - started
+
+
+def warehouse_item(chain: Chain, invoice: int) -> str | None:
+    with chain.warehouse() as conn:
+        try:
+            row = conn.execute(
+                f"SELECT item FROM {chain.output_topic} WHERE id = %s", [invoice]
+            ).fetchone()
+        except psycopg.errors.UndefinedTable:  # the sink has not made its table yet
+            return None
+    return row[0] if row else None
+
+
+def lake_applied(table: str, topic: str) -> int:
+    """The end offset (partition 0) of `topic` that lake table `table` has applied."""
+    versions = table_history(table_path(table), table)
+    return max((v.cursors.get(topic, {}).get(0, 0) for v in versions), default=0)
+
+
+def trial(chain: Chain, kafka: KafkaSettings, n: int) -> tuple[float, float]:
+    """(commit → warehouse row, commit → lake table) of one UPDATE."""
+    invoice, item = n % SEED_INVOICES + 1, f"trial-{n}"
+    topic = chain.topics[0]
+    before = high_marks(watermarks(kafka, [topic]))[topic].get(0, 0)
+    with chain.source() as conn:
+        conn.execute("UPDATE invoices SET item = %s WHERE id = %s", [item, invoice])
+        conn.commit()
+        committed = time.monotonic()
+    wait_until(lambda: warehouse_item(chain, invoice) == item, "the warehouse row", 0.05)
+    warehouse_s = time.monotonic() - committed
+    # The change's offset is the first beyond `before` (nothing else writes the table).
+    wait_until(lambda: lake_applied("invoices", topic) > before, "the lake table", 0.1)
+    return warehouse_s, time.monotonic() - committed
+
+
+def percentiles(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return round(statistics.median(ordered), 2), round(p95, 2)
+
+
+def measure(chain: Chain, kafka: KafkaSettings, trials: int) -> dict[str, object]:
+    chain.create_source_tables()
+    chain.start_source_connector()
+    chain.start_sink_connector()
+    seed(chain)
+    first_s = wait_until(
+        lambda: len(chain.warehouse_rows()) == SEED_INVOICES, "the seeded rows", 0.5
+    )
+    print(f"seeded rows in the warehouse after {first_s:.1f} s", flush=True)
+    warehouse, tables = [], []
+    for n in range(trials):
+        to_warehouse, to_table = trial(chain, kafka, n)
+        warehouse.append(to_warehouse)
+        tables.append(to_table)
+        print(f"trial {n}: warehouse {to_warehouse:.2f} s, lake table {to_table:.2f} s",
+              flush=True)  # fmt: skip
+    figures: dict[str, object] = {"realchain.trials": trials}
+    figures["realchain.p50_s"], figures["realchain.p95_s"] = percentiles(warehouse)
+    figures["realchain.tables_p50_s"], figures["realchain.tables_p95_s"] = percentiles(tables)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=20)
+    args = parser.parse_args()
+    work = cdc_work("zync-bench-realchain-")
+    home, ports, cdc = work.home, work.ports, work.cdc
+    chain = Chain("bench_chain", "avro", cdc.source_db, cdc.warehouse_db, cdc.connect,
+                  registry_v2_url(ports.registry))  # fmt: skip
+    spec = chain.write_spec(work.specs)
+    kafka = KafkaSettings(f"127.0.0.1:{ports.kafka}")
+    os.environ["ZYNC_KAFKA_BOOTSTRAP"] = kafka.bootstrap_servers
+    os.environ["ZYNC_SCHEMA_REGISTRY_URL"] = registry_url(ports.registry)
+    try:
+        stack_up(ports, home, dagster_port=free_port(), cdc=cdc, follow=[spec])
+        figures = measure(chain, kafka, args.trials)
+    finally:
+        stack_down(home)
+    report(figures)
+
+
+def report(figures: dict[str, object]) -> None:
+    trials = figures["realchain.trials"]
+    text = f"""
+### A source row → the warehouse and the lake table, the real chain in continuous mode, {dt.date.today()} — {machine()}
+
+`python -m bench.realchain_bench`: the stack as `zync stack up --cdc --dagster --follow
+SPEC` starts it (PostgreSQL, Debezium's source and JDBC sink on Kafka Connect, Dagster,
+`zync run --follow` with local Spark; default configuration), etl_specs/shop.yaml in
+Avro. {trials} single-row `UPDATE invoices` one at a time; from the source commit:
+
+| figure | p50 (s) | p95 (s) |
+|---|---:|---:|
+| → the warehouse row (JDBC sink) | {figures["realchain.p50_s"]} | {figures["realchain.p95_s"]} |
+| → lake table `invoices` | {figures["realchain.tables_p50_s"]} | {figures["realchain.tables_p95_s"]} |
+"""
+    earlier = RESULTS.read_text() if RESULTS.is_file() else "{}"
+    kept = {k: v for k, v in json.loads(earlier).get("figures", {}).items() if k not in figures}
+    publish("latency", text, {**kept, **figures})
+
+
+if __name__ == "__main__":
+    main()
