@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import random
+import statistics
 import subprocess
 import tempfile
 import time
@@ -92,6 +93,21 @@ def publish(name: str, table: str, figures: dict[str, object]) -> None:
         out.write(table)
     print(table)
     write_results(name, figures)
+
+
+def publish_joined(name: str, table: str, figures: dict[str, object]) -> None:
+    """`publish`, keeping the figures other runs wrote to the same results file (a
+    benchmark whose modes each measure part of it)."""
+    path = Path(__file__).resolve().parent / "results" / f"{name}.json"
+    earlier = json.loads(path.read_text()).get("figures", {}) if path.is_file() else {}
+    publish(name, table, {**{k: v for k, v in earlier.items() if k not in figures}, **figures})
+
+
+def percentiles(values: list[float]) -> tuple[float, float]:
+    """(p50, p95) of `values`, rounded to hundredths."""
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return round(statistics.median(ordered), 2), round(p95, 2)
 
 
 def write_results(name: str, figures: dict[str, object]) -> Path:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import re
 import statistics
@@ -34,7 +33,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import bench_stack, free_port, machine, publish
+from bench.common import bench_stack, free_port, machine, percentiles, publish_joined
 from zync_assets.demo.invoices import produce_batch, reset, schema
 from zync_assets.kafka.clients import ensure_topic, producer
 from zync_assets.kafka.produce import Line, encode_lines
@@ -46,7 +45,6 @@ from zync_assets_tests.support.process_tree import tree_rss_mib
 
 SPEC = Path(__file__).resolve().parent.parent / "etl_specs" / "invoices.yaml"
 ZYNC = str(Path(sys.executable).parent / "zync")
-RESULTS = Path(__file__).resolve().parent / "results" / "latency.json"
 DEMO_OUTPUTS = (2, 3, 5, 8)  # records in NewInvoices after each demo batch
 
 
@@ -146,12 +144,6 @@ def _envelope(topic: str, i: int) -> dict:
     )
     source = {"connector": "postgresql", "db": "shop", "table": topic, "lsn": i}
     return {"before": None, "after": after, "op": "c", "source": source, "ts_ms": 0}
-
-
-def percentiles(values: list[float]) -> tuple[float, float]:
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return round(statistics.median(ordered), 2), round(p95, 2)
 
 
 def steady_load(pairs: Pairs, seen: Seen, events_per_s: int, seconds: float) -> list[float]:
@@ -344,9 +336,7 @@ Default configuration; produce → visible in NewInvoices with read_committed. S
 {row(f"highest end-to-end rate, {figures.get('continuous.max_events')} events at once (events/s)", "continuous.max_events_per_s")}
 {row("ETL time of a pass over ≤ 10,000 events, median (s)", "etl_small_pass_s")}
 """
-    earlier = RESULTS.read_text() if RESULTS.is_file() else "{}"
-    kept = {k: v for k, v in json.loads(earlier).get("figures", {}).items() if k not in figures}
-    publish("latency", text, {**kept, **figures})
+    publish_joined("latency", text, figures)
 
 
 if __name__ == "__main__":

@@ -25,15 +25,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
-import statistics
 import time
-from pathlib import Path
 
 import psycopg
 
-from bench.common import cdc_work, machine, publish
+from bench.common import cdc_work, machine, percentiles, publish_joined
 from zync_assets.demo.chain import Chain
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.pools import table_path
@@ -43,7 +40,6 @@ from zync_assets.stack.services import stack_down, stack_up
 from zync_assets.tables.state import table_history
 from zync_assets_tests.support.ports import free_port
 
-RESULTS = Path(__file__).resolve().parent / "results" / "latency.json"
 SEED_INVOICES = 10
 TIMEOUT_S = 300.0
 
@@ -105,12 +101,6 @@ def trial(chain: Chain, kafka: KafkaSettings, n: int) -> tuple[float, float]:
     return warehouse_s, time.monotonic() - committed
 
 
-def percentiles(values: list[float]) -> tuple[float, float]:
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return round(statistics.median(ordered), 2), round(p95, 2)
-
-
 def measure(chain: Chain, kafka: KafkaSettings, trials: int) -> dict[str, object]:
     chain.create_source_tables()
     chain.start_source_connector()
@@ -168,9 +158,7 @@ Avro. {trials} single-row `UPDATE invoices` one at a time; from the source commi
 | → the warehouse row (JDBC sink) | {figures["realchain.p50_s"]} | {figures["realchain.p95_s"]} |
 | → lake table `invoices` | {figures["realchain.tables_p50_s"]} | {figures["realchain.tables_p95_s"]} |
 """
-    earlier = RESULTS.read_text() if RESULTS.is_file() else "{}"
-    kept = {k: v for k, v in json.loads(earlier).get("figures", {}).items() if k not in figures}
-    publish("latency", text, {**kept, **figures})
+    publish_joined("latency", text, figures)
 
 
 if __name__ == "__main__":
