@@ -1,11 +1,12 @@
-"""Continuous mode for `from-kafka` and `to-kafka`: pass after pass, stopping cleanly."""
+"""Continuous mode: pass after pass, stopping cleanly; and a second loop beside the first."""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from zync_assets.errors import Unavailable
 from zync_assets.settings import outage_retry_seconds
@@ -94,3 +95,67 @@ class _Outage:
         if self.since is not None:
             self.warn(f"back after {time.monotonic() - self.since:.0f}s; continuing")
             self.since = None
+
+
+class Lane(Generic[R]):
+    """A loop of passes (`follow`) in a thread of its own, beside the caller's loop.
+
+    `finish()` asks for a catch-up: the lane stops after a pass that began after the call
+    and found nothing new, so it has taken everything the caller's loop committed.
+    `stop_requested()` (a signal) stops it after its current pass. A failure of the lane
+    is kept in `error`; the caller's loop should stop on it (see `failed`) and raise it
+    after `join()`."""
+
+    def __init__(
+        self,
+        name: str,
+        run_once: Callable[[], Sequence[R]],
+        report: Callable[[R], None],
+        did_work: Callable[[R], bool],
+        interval: float,
+        stop_requested: Callable[[], bool],
+        started: Callable[[], None] = lambda: None,  # in the lane's thread, first
+    ) -> None:
+        self.error: BaseException | None = None
+        self._run_once = run_once
+        self._did_work = did_work
+        self._finishing = threading.Event()
+        self._caught_up = False
+        self._started = started
+        self._stop_requested = stop_requested
+        self._thread = threading.Thread(
+            target=self._loop, args=(report, interval), name=name, daemon=True
+        )
+
+    def start(self) -> Lane[R]:
+        self._thread.start()
+        return self
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def finish(self) -> None:
+        self._finishing.set()
+
+    def join(self) -> None:
+        """Wait for the lane's end (after `finish()` or a stop); raise its failure."""
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _loop(self, report: Callable[[R], None], interval: float) -> None:
+        try:
+            self._started()
+            follow(self._pass, report, self._did_work, interval, None, self._done)
+        except BaseException as exc:  # raised in the caller's thread by join()
+            self.error = exc
+
+    def _pass(self) -> Sequence[R]:
+        after_finish = self._finishing.is_set()
+        results = self._run_once()
+        self._caught_up = after_finish and not any(self._did_work(r) for r in results)
+        return results
+
+    def _done(self) -> bool:
+        return self._stop_requested() or self._caught_up

@@ -82,6 +82,11 @@ class Maintenance:
         self._carries: dict[str, _LastCarry | None] = {}
         self._vacuumed_at: dict[str, float] = {}
 
+    def on(self, spark: SparkSession) -> Maintenance:
+        """The same policy on another session (a lane of its own: pipeline.py), for other
+        paths than this one keeps."""
+        return Maintenance(spark, self.policy)
+
     def run_due(self, path: str) -> Maintained | None:
         """What is due for the pool at `path`, done; None when nothing was."""
         newest = pool_version(path)

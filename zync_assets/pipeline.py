@@ -2,8 +2,14 @@
 
 One pass runs every stage in order, each as soon as the one before committed:
 ingest each raw pool of the specs, run each spec's ETL whose raw pools changed, sync
-each output topic whose staging pool changed, apply each lake table whose pool changed. A pass that finds nothing new costs a
-Kafka watermark query and a few directory listings, no Spark job.
+each output topic whose staging pool changed, apply each lake table whose pool changed.
+A pass that finds nothing new costs a Kafka watermark query and a few directory
+listings, no Spark job.
+
+In continuous mode the lake tables run in a lane of their own (`split_off_tables`):
+a second pipeline on a second session of the same JVM, in its own thread, so that a
+change on its way to the warehouse never waits behind a MERGE. Each lane reads what the
+other committed; nothing else passes between them.
 
 A failure is contained to what it concerns: one lake table, one spec's ETL, one pool's
 sync or ingest (a bad column type, a rule that fails at run time). That one stops, is
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol, TypeVar
@@ -42,7 +48,7 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.maintenance import Maintained, Maintenance
 from zync_assets.pools import pool_path, pool_version, table_path
 from zync_assets.settings import KafkaSettings
-from zync_assets.spark import sized_work
+from zync_assets.spark import lane_session, sized_work
 from zync_assets.spec import Route, Spec, all_raw_pools
 from zync_assets.stage_failures import clear_failure, explain, record_failure
 from zync_assets.tables.apply import TableResult, apply_table, compile_tables
@@ -57,6 +63,11 @@ EXPIRY_CHECK_S = 10.0
 # A table, spec or pool whose stage failed is tried again after this long (a cause outside
 # zync may have gone; a wrong spec or column fails again, once a minute, not every pass).
 FAILED_RETRY_S = 60.0
+
+# A pass's stages, in order; `Pipeline.stages` names those its passes run.
+STAGES = ("ingest", "etl", "to-kafka", "tables", "maintenance")
+WAREHOUSE_PATH = ("ingest", "etl", "to-kafka", "maintenance")  # the pools' upkeep
+LAKE_TABLES = ("tables", "maintenance")  # the tables' upkeep
 
 
 class PipelineReporter(Protocol):
@@ -116,6 +127,7 @@ class Pipeline:
     max_records: int | None = None
     clock: Callable[[], float] = time.monotonic
     maintenance: Maintenance | None = None  # None: pools are left as committed
+    stages: Sequence[str] = STAGES
     # Delta versions each stage last saw of its input pools (None: not run yet).
     _etl_saw: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
     _etl_pending_since: dict[str, float] = field(default_factory=dict)
@@ -134,21 +146,36 @@ class Pipeline:
         every stage commits whole, so the pass ends at its last commit and the next run
         starts from there (a pass over a backlog can take minutes; a stop should not)."""
         result = PassResult()
-        stages: list[tuple[str, Callable[[PipelineReporter, PassResult], bool]]] = [
-            ("ingest", self._ingest),
-            ("etl", self._transform_all),
-            ("to-kafka", self._sync_all),
-            ("tables", self._apply_all_tables),
-            ("maintenance", self._maintain),
-        ]
-        for stage, run in stages:
+        runs: dict[str, Callable[[PipelineReporter, PassResult], bool]] = {
+            "ingest": self._ingest,
+            "etl": self._transform_all,
+            "to-kafka": self._sync_all,
+            "tables": self._apply_all_tables,
+            "maintenance": self._maintain,
+        }
+        for stage in self.stages:
             if stop_requested():
                 break
             started = self.clock()
-            if run(reporter, result):
+            if runs[stage](reporter, result):
                 result.seconds[stage] = self.clock() - started
         reporter.finished()
         return result
+
+    def split_off_tables(self) -> Pipeline | None:
+        """The lake tables of this pipeline as a pipeline of their own, on a second
+        session of the same JVM (its own SQL conf), to run in a loop beside this one;
+        this one keeps the warehouse path. None (and nothing changed) when the specs
+        keep no lake tables."""
+        if "tables" not in self.stages or not any(spec.tables for spec in self.specs):
+            return None
+        self.stages = tuple(s for s in self.stages if s != "tables")
+        spark = lane_session(self.spark)
+        return Pipeline(
+            spark, self.specs, self.kafka, self.registry, clock=self.clock,
+            maintenance=self.maintenance.on(spark) if self.maintenance else None,
+            stages=LAKE_TABLES,
+        )  # fmt: skip
 
     def _transform_all(self, reporter: PipelineReporter, result: PassResult) -> bool:
         for spec in self.specs:

@@ -166,7 +166,11 @@ def spark_session(
     if os.environ.get("ZYNC_SPARK_FAST_START", "1") != "0" and not long_lived:
         opts.insert(0, _FAST_START_OPTS)
     lake = lake_uri()
-    conf = spark_conf_for_lake(lake) | conf  # the user's spark.conf wins over zync's S3 defaults
+    # A long-lived session runs the lake tables in a lane beside the warehouse path: FAIR
+    # lets each lane's jobs run beside the other's (in_scheduler_pool), not after them.
+    fair = {"spark.scheduler.mode": "FAIR"} if long_lived else {}
+    # The user's spark.conf wins over zync's defaults (S3 settings, scheduling).
+    conf = spark_conf_for_lake(lake) | fair | conf
     conf |= {
         "spark.master": master,
         "spark.app.name": app_name,
@@ -185,6 +189,33 @@ def spark_session(
     register_functions(session)
     quiet_query_errors()
     return session
+
+
+def lane_session(spark: SparkSession) -> SparkSession:
+    """A second session on `spark`'s JVM for a loop of stages running beside the first
+    (pipeline.py's lake tables lane): the same executors, lake and pins, and its own SQL
+    conf, so one loop's small_work settings never flip the other's in the middle of a job."""
+    if is_remote(spark):
+        from zync_assets.spark_connect import connect_session
+
+        return connect_session(spark_master(), "zync", new=True)
+    session = spark.newSession()
+    register_functions(session)  # a new session starts with Spark's built-in functions only
+    return session
+
+
+def in_scheduler_pool(spark: SparkSession, pool: str) -> None:
+    """Schedule the calling thread's jobs in Spark's scheduler pool `pool`: a long-lived
+    local session schedules FAIR (spark_session), so two loops' jobs share the cores
+    instead of one waiting for the other's tasks. Through Spark Connect, its server
+    schedules."""
+    if not is_remote(spark):
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+
+
+def is_remote(spark: SparkSession) -> bool:
+    """Whether `spark` is a Spark Connect session (no JVM in this process)."""
+    return getattr(spark, "_jsparkSession", None) is None
 
 
 def _archive_options(jars: list[str]) -> str:

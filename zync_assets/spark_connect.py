@@ -46,8 +46,9 @@ def server_down(url: str) -> ZyncError:
     return ZyncError(f"no Spark Connect server answers at {url}: {START_HINT}")
 
 
-def connect_session(url: str, app_name: str) -> SparkSession:
-    """A session on the server at `url`, with zync's functions registered in it."""
+def connect_session(url: str, app_name: str, new: bool = False) -> SparkSession:
+    """A session on the server at `url`, with zync's functions registered in it: the
+    process's (or, `new`, one of its own, with its own SQL conf)."""
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
@@ -57,7 +58,8 @@ def connect_session(url: str, app_name: str) -> SparkSession:
         raise server_down(url)
     # Our error says it once; PySpark's warning would add a second, less helpful line.
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
-    session = SparkSession.builder.remote(url).appName(app_name).getOrCreate()
+    builder = SparkSession.builder.remote(url).appName(app_name)
+    session = builder.create() if new else builder.getOrCreate()
     session.client.set_retry_policies(  # type: ignore[attr-defined]
         [DefaultPolicy(max_retries=_RETRIES, max_backoff=_MAX_BACKOFF_MS)]
     )

@@ -1,5 +1,6 @@
-"""`zync run`: ingest → ETL → to-kafka in one process, continuous, reported to Dagster,
-exactly once under kill -9 and beside a second pipeline."""
+"""`zync run`: ingest → ETL → to-kafka in one process, and a lake table in a lane of its
+own beside them; continuous, reported to Dagster, exactly once under kill -9 and beside a
+second pipeline."""
 
 from __future__ import annotations
 
@@ -20,11 +21,25 @@ import pytest
 
 from zync_assets.demo.invoices import batch_lines, produce_batch, reset
 from zync_assets.kafka.registry import Registry
+from zync_assets.pools import TABLES_FOLDER
 from zync_assets_tests.conftest import DEMO_TABLES, ZYNC, Stack, read_topic, rebuild_table
 
 pytestmark = pytest.mark.integration
 
 INVOICES = Path(__file__).parent.parent / "etl_specs" / "invoices.yaml"
+# The invoice spec and a lake table of the invoices: --follow runs it in the tables lane.
+INVOICES_TABLE = "tables:\n  - {name: invoices, source: Invoices, keys: [ID]}\n"
+
+
+def with_table(tmp_path: Path) -> Path:
+    spec = tmp_path / "invoices.yaml"
+    spec.write_text(INVOICES.read_text() + INVOICES_TABLE)
+    return spec
+
+
+def table_ids(spark, lake: Path) -> list[int]:
+    rows = spark.read.format("delta").load(str(lake / TABLES_FOLDER / "invoices")).select("ID")
+    return sorted(r.ID for r in rows.collect())
 
 
 def sink_table(stack: Stack) -> dict:
@@ -36,11 +51,11 @@ def sink_table(stack: Stack) -> dict:
     return {k: (v["customer"], v["item"], v["invoice_status"]) for k, v in table.items()}
 
 
-def start_pipeline(env: dict[str, str], err: IO[str]) -> subprocess.Popen:
-    """`zync run --follow` on the invoice spec, compacting after every commit; its stderr
-    to `err` (a file, not a pipe: a pipe nobody reads stalls a chatty command)."""
+def start_pipeline(env: dict[str, str], err: IO[str], spec: Path) -> subprocess.Popen:
+    """`zync run --follow` on `spec`, compacting after every commit; its stderr to `err`
+    (a file, not a pipe: a pipe nobody reads stalls a chatty command)."""
     return subprocess.Popen(
-        [ZYNC, "run", str(INVOICES), "--follow", "--interval", "0.2s", "--no-dagster",
+        [ZYNC, "run", str(spec), "--follow", "--interval", "0.2s", "--no-dagster",
          "--compact-every", "1"],
         env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
     )  # fmt: skip
@@ -55,9 +70,11 @@ def dagster_home(tmp_path: Path) -> Path:
 
 
 def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cleanly(
-    stack: Stack, lake: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`zync run --follow` as the stack runs it (`zync stack up --follow`)."""
+    spark, stack: Stack, lake: Path, dagster_home: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """`zync run --follow` as the stack runs it (`zync stack up --follow`), its lake table
+    in the lane beside the warehouse path."""
     from dagster import AssetKey, DagsterInstance, build_sensor_context
 
     from zync_assets.definitions import build_definitions
@@ -70,8 +87,9 @@ def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cl
     reset(stack.kafka)
     registry = Registry(stack.registry_settings)
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    spec = with_table(tmp_path)
     running = launch_pipeline(
-        stack.home, [INVOICES], stack.kafka.bootstrap_servers, registry.settings, ["Raw"]
+        stack.home, [spec], stack.kafka.bootstrap_servers, registry.settings, ["Raw"]
     )()
     try:
         line = {s.name: s.line() for s in stack_status(stack.home)}["pipeline"]
@@ -84,7 +102,7 @@ def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cl
         feeder = pipeline_feeding("Raw")
         assert feeder is not None and feeder.pid == running.pid
         instance = DagsterInstance.from_config(str(dagster_home))
-        defs = build_definitions([load_spec(INVOICES)])
+        defs = build_definitions([load_spec(spec)])
         context = build_sensor_context(
             instance=instance, resources={"kafka": KafkaResource()}, definitions=defs
         )
@@ -99,9 +117,14 @@ def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cl
 
     latest = {
         name: instance.get_latest_materialization_event(AssetKey(name.split("/")))
-        for name in ("raw/Raw", "staging/Staging", "done/Staging", "kafka/NewInvoices")
-    }
+        for name in (
+            "raw/Raw", "staging/Staging", "done/Staging", "kafka/NewInvoices", "table/invoices",
+        )
+    }  # fmt: skip
     assert all(event is not None for event in latest.values()), latest
+    # The tables lane caught up before the pipeline stopped, and Dagster recorded it.
+    assert table_ids(spark, lake) == sorted(DEMO_TABLES[4])
+    assert "tables pass:" in log
     progress = json.loads(latest["raw/Raw"].asset_materialization.metadata["progress"].value)
     produced = Counter(e["topic"] for b in range(1, 5) for e in batch_lines(b))
     assert progress == {topic: {"0": n} for topic, n in produced.items()}
@@ -139,18 +162,19 @@ def wait_until(
 
 @pytest.mark.slow
 def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
-    spark, stack: Stack, lake: Path
+    spark, stack: Stack, lake: Path, tmp_path: Path
 ) -> None:
     reset(stack.kafka)
     env = stack.env(ZYNC_LAKE=str(lake))
+    spec = with_table(tmp_path)
     rng = random.Random(17)
     pairs = 0
     # Both compact after every commit: compaction races both writers and the kills.
     with tempfile.TemporaryFile("w+") as second_err:
-        second = start_pipeline(env, second_err)
+        second = start_pipeline(env, second_err, spec)
         for _round in range(2):  # the first pipeline killed at a random point of its work
             with tempfile.TemporaryFile("w+") as err:
-                first = start_pipeline(env, err)
+                first = start_pipeline(env, err, spec)
                 wait_until("spark ready", err, partial(_ready_or_gone, first, err))
                 for _ in range(3):
                     produce_pairs(stack, range(10_000 + pairs, 10_000 + pairs + 40))
@@ -162,7 +186,7 @@ def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
         second.send_signal(signal.SIGTERM)  # it stops at its next stage: each commits whole
         assert second.wait(timeout=300) == 0, _read(second_err)
     finish = subprocess.run(
-        [ZYNC, "run", str(INVOICES), "--no-dagster", "--compact-every", "1"],
+        [ZYNC, "run", str(spec), "--no-dagster", "--compact-every", "1"],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert finish.returncode == 0, finish.stderr
@@ -181,6 +205,8 @@ def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
     assert done.count() == done.distinct().count() == 2 * pairs
     received = read_topic(stack, "NewInvoices")
     assert sorted(r.value["ID"] for r in received) == list(range(10_000, 10_000 + pairs))
+    # The tables lane was killed with the rest: its table holds each invoice once.
+    assert table_ids(spark, lake) == list(range(10_000, 10_000 + pairs))
 
 
 def produce_pairs(stack: Stack, ids: range) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +14,7 @@ from zync_assets.cli.pipeline import describe, describe_etl, graceful_stop, spec
 from zync_assets.cli.tokafka import describe as describe_sync
 from zync_assets.errors import ZyncError
 from zync_assets.etl.run import EtlResult
-from zync_assets.follow import follow
+from zync_assets.follow import Lane, follow
 from zync_assets.ingest.ingest import IngestResult
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
@@ -128,12 +130,11 @@ def _run(
     shaper: Shaper | None,
     home: Path | None,
 ) -> None:
-    from zync_assets.spark import spark_session
+    from zync_assets.spark import in_scheduler_pool, spark_session
 
     started = time.monotonic()
     spark = spark_session(long_lived=keep_going)
     click.echo(f"spark ready ({time.monotonic() - started:.1f}s)", err=True)
-    reporter = _reporter(spark, home)
     pipeline = Pipeline(
         spark,
         loaded,
@@ -147,24 +148,41 @@ def _run(
             else None
         ),
     )
-
+    # One pass runs every stage in order; --follow runs the lake tables in a lane of their
+    # own, so that the warehouse path never waits for a MERGE.
+    tables = pipeline.split_off_tables() if keep_going else None
+    reporter, lane_reporter = _reporters(spark, home, tables.spark if tables else None)
     failures: dict[str, str] = {}
 
-    def pass_once() -> list[PassResult]:
-        result = pipeline.pass_once(reporter, stop_requested=lambda: stop[0])
-        failures.update(result.failures)
-        return [result]
+    def pass_of(stages: Pipeline, reporter: PipelineReporter) -> Callable[[], list[PassResult]]:
+        def pass_once() -> list[PassResult]:
+            result = stages.pass_once(reporter, stop_requested=lambda: stop[0])
+            failures.update(result.failures)
+            return [result]
 
+        return pass_once
+
+    lane = None
+    if tables is not None:
+        lane = Lane(
+            "lake-tables", pass_of(tables, lane_reporter),
+            partial(report_timing, lane="tables "), did_work=lambda result: result.did_work,
+            interval=pause, stop_requested=lambda: stop[0],
+            started=partial(in_scheduler_pool, tables.spark, "tables"),
+        ).start()  # fmt: skip
     try:
         follow(
-            pass_once,
+            pass_of(pipeline, reporter),
             report_timing,
             did_work=lambda result: result.did_work,
             interval=pause,
             idle_timeout=(idle if keep_going else 0.0),
-            stop_requested=lambda: stop[0],
+            stop_requested=lambda: stop[0] or (lane is not None and lane.failed),
         )
     finally:
+        if lane is not None:  # the tables take what the warehouse path committed
+            lane.finish()
+            lane.join()
         reporter.close()
     if failures and not keep_going:  # one pass: the exit status must say it
         what, message = next(iter(failures.items()))
@@ -172,10 +190,10 @@ def _run(
         raise ZyncError(f"{what} failed{others}: {message}")
 
 
-def report_timing(result: PassResult) -> None:
+def report_timing(result: PassResult, lane: str = "") -> None:
     if result.did_work:
         stages = ", ".join(f"{stage} {seconds:.2f}s" for stage, seconds in result.seconds.items())
-        click.echo(f"pass: {sum(result.seconds.values()):.2f}s ({stages})")
+        click.echo(f"{lane}pass: {sum(result.seconds.values()):.2f}s ({stages})")
 
 
 def _pools(specs: list[Spec]) -> set[str]:
@@ -193,11 +211,17 @@ def _dagster_home(to_dagster: bool | None) -> Path | None:
     return home
 
 
-def _reporter(spark: SparkSession, home: Path | None) -> PipelineReporter:
+def _reporters(
+    spark: SparkSession, home: Path | None, lane: SparkSession | None
+) -> tuple[PipelineReporter, PipelineReporter]:
+    """The warehouse path's reporter and the lake tables lane's (on session `lane`): the
+    terminal's is shared; Dagster's lane holds its passes until the warehouse path's
+    commits they read are recorded."""
     printed = PrintedReport()
     if home is None:
-        return printed
+        return printed, printed
     from zync_assets.orchestration.report import DagsterReport
 
     click.echo(f"reporting commits to the Dagster instance in {home}", err=True)
-    return DagsterReport(home, spark, printed)
+    reporter = DagsterReport(home, spark, printed)
+    return reporter, reporter.lake_tables(lane) if lane is not None else reporter

@@ -60,23 +60,79 @@ def runless_events(results: Iterable[MaterializeResult | AssetCheckResult]) -> l
     return events
 
 
+Builders = list[Callable[[], list[RunlessEvent]]]  # one pass's events, built when written
+
+
+class _Writer:
+    """One thread that builds and writes passes' events in the order they are queued, so
+    the checks' Spark jobs overlap the next pass instead of delaying it."""
+
+    def __init__(self, home: Path) -> None:
+        self.instance = DagsterInstance.from_config(str(home))
+        self._passes: queue.Queue[Builders | None] = queue.Queue()
+        self._held: list[Builders] = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._write, name="dagster-report", daemon=True)
+        self._thread.start()
+
+    def put(self, builders: Builders) -> None:
+        """A pass of the warehouse path: written after the passes before it, then every
+        held lake tables pass (each read commits no later than this pass's)."""
+        with self._lock:
+            if builders:
+                self._passes.put(builders)
+            for held in self._held:
+                self._passes.put(held)
+            self._held = []
+
+    def hold(self, builders: Builders) -> None:
+        """A lake tables pass: it may have read commits of a warehouse pass still under way,
+        whose events are not queued yet. Written after that pass's (`put`), so that Dagster
+        never sees a table newer than the pool it was applied from (the automation sensor
+        would start a run to bring the table up to date)."""
+        with self._lock:
+            self._held.append(builders)
+
+    def close(self) -> None:
+        self.put([])
+        self._passes.put(None)
+        self._thread.join()
+
+    def _write(self) -> None:
+        while (builders := self._passes.get()) is not None:
+            try:  # a pass's events are built first, then written together
+                events = [event for build in builders for event in build()]
+                for event in events:
+                    self.instance.report_runless_asset_event(event)
+            except Exception as exc:
+                print(
+                    f"zync: could not record a pass in Dagster ({type(exc).__name__}: {exc}); "
+                    "the commits stand, and the next pass is recorded as usual",
+                    file=sys.stderr,
+                )
+
+
 class DagsterReport:
     """A PipelineReporter that records commits in a Dagster instance (and passes them on).
 
-    The materializations and checks of a pass are built and written by one worker
-    thread, so the checks' Spark jobs overlap the next pass instead of delaying it;
-    passes are written whole and in order. `close()` writes what is still queued."""
+    A pass's materializations and checks are built and written by one worker thread,
+    passes whole and in order. `lake_tables()` reports a lake tables lane through the
+    same worker. `close()` writes what is still queued."""
 
-    def __init__(self, home: Path, session: SparkSession, then: PipelineReporter) -> None:
-        self.instance = DagsterInstance.from_config(str(home))
+    def __init__(
+        self, home: Path, session: SparkSession, then: PipelineReporter,
+        _writer: _Writer | None = None,
+    ) -> None:  # fmt: skip
         self.session = session
         self.then = then  # the terminal's reporter
-        self._pass: list[Callable[[], list[RunlessEvent]]] = []
-        self._passes: queue.Queue[list[Callable[[], list[RunlessEvent]]] | None] = queue.Queue()
-        self._worker = threading.Thread(
-            target=self._write_passes, name="dagster-report", daemon=True
-        )
-        self._worker.start()
+        self._writer = _writer or _Writer(home)
+        self._held = _writer is not None  # a lane's passes wait for the warehouse path's
+        self._home = home
+        self._pass: Builders = []
+
+    def lake_tables(self, session: SparkSession) -> DagsterReport:
+        """The reporter of a lake tables lane (pipeline.split_off_tables) on `session`."""
+        return DagsterReport(self._home, session, self.then, _writer=self._writer)
 
     def ingested(self, result: IngestResult) -> None:
         self.then.ingested(result)
@@ -116,24 +172,15 @@ class DagsterReport:
 
     def finished(self) -> None:
         self.then.finished()
-        if self._pass:
-            self._passes.put(self._pass)
-            self._pass = []
+        if self._held:
+            if self._pass:
+                self._writer.hold(self._pass)
+        else:
+            self._writer.put(self._pass)
+        self._pass = []
 
     def close(self) -> None:
-        self.then.close()
-        self._passes.put(None)
-        self._worker.join()
-
-    def _write_passes(self) -> None:
-        while (builders := self._passes.get()) is not None:
-            try:  # a pass's events are built first, then written together
-                events = [event for build in builders for event in build()]
-                for event in events:
-                    self.instance.report_runless_asset_event(event)
-            except Exception as exc:
-                print(
-                    f"zync: could not record a pass in Dagster ({type(exc).__name__}: {exc}); "
-                    "the commits stand, and the next pass is recorded as usual",
-                    file=sys.stderr,
-                )
+        """The lane's own reporter closes nothing: the warehouse path's writes all."""
+        if not self._held:
+            self.then.close()
+            self._writer.close()
