@@ -17,6 +17,13 @@ one at a time, each `UPDATE invoices SET item = ...` committed on its own:
                                   its log records applied offsets beyond the change's
                                   (polled every 100 ms from the commit files, no Spark)
 
+Then a stream: --stream changes committed every --every seconds, whatever the pipeline
+is doing (a change may arrive while the lake tables are applied: in one loop it waited
+for them), each measured the same way:
+
+  realchain.stream_p50_s, stream_p95_s                 → the warehouse row
+  realchain.stream_tables_p50_s, stream_tables_p95_s   → lake table `invoices`
+
 The figures join the others in bench/results/latency.json; the table is appended to
 docs/BENCHMARKS.md. About 6 minutes on 2 cores.
 """
@@ -101,6 +108,39 @@ def trial(chain: Chain, kafka: KafkaSettings, n: int) -> tuple[float, float]:
     return warehouse_s, time.monotonic() - committed
 
 
+def stream(chain: Chain, kafka: KafkaSettings, changes: int, every_s: float) -> dict[str, list]:
+    """Commit a change every `every_s` seconds, not waiting for any; each change's time to
+    the warehouse row (polled every 50 ms) and to the lake table (every 200 ms)."""
+    topic = chain.topics[0]
+    waiting: dict[int, tuple[int, str, int, float]] = {}  # n → invoice, item, before, commit
+    reached: dict[str, list[float]] = {"warehouse": [], "tables": []}
+    seen_warehouse: set[int] = set()
+    started, n = time.monotonic(), 0
+    applied, lake_read_at = 0, 0.0
+    while n < changes or waiting:
+        if time.monotonic() - started > TIMEOUT_S + changes * every_s:
+            raise TimeoutError(f"the stream: {len(waiting)} changes not through")
+        if n < changes and time.monotonic() >= started + n * every_s:
+            invoice, item = n % SEED_INVOICES + 1, f"stream-{n}"
+            before = high_marks(watermarks(kafka, [topic]))[topic].get(0, 0)
+            with chain.source() as conn:
+                conn.execute("UPDATE invoices SET item = %s WHERE id = %s", [item, invoice])
+                conn.commit()
+            waiting[n] = (invoice, item, before, time.monotonic())
+            n += 1
+        if time.monotonic() - lake_read_at >= 0.2:  # it reads the table's whole log
+            applied, lake_read_at = lake_applied("invoices", topic), time.monotonic()
+        for m, (invoice, item, before, committed) in list(waiting.items()):
+            if m not in seen_warehouse and warehouse_item(chain, invoice) == item:
+                seen_warehouse.add(m)
+                reached["warehouse"].append(time.monotonic() - committed)
+            if m in seen_warehouse and applied > before:
+                reached["tables"].append(time.monotonic() - committed)
+                del waiting[m]
+        time.sleep(0.05)
+    return reached
+
+
 def measure(chain: Chain, kafka: KafkaSettings, trials: int) -> dict[str, object]:
     chain.create_source_tables()
     chain.start_source_connector()
@@ -123,9 +163,26 @@ def measure(chain: Chain, kafka: KafkaSettings, trials: int) -> dict[str, object
     return figures
 
 
+def measure_stream(
+    chain: Chain, kafka: KafkaSettings, changes: int, every_s: float
+) -> dict[str, object]:
+    reached = stream(chain, kafka, changes, every_s)
+    print("stream:", {k: [round(v, 2) for v in vs] for k, vs in reached.items()}, flush=True)
+    figures: dict[str, object] = {"realchain.stream_changes": changes,
+                                  "realchain.stream_every_s": every_s}  # fmt: skip
+    figures["realchain.stream_p50_s"], figures["realchain.stream_p95_s"] = percentiles(
+        reached["warehouse"]
+    )
+    tables = percentiles(reached["tables"])
+    figures["realchain.stream_tables_p50_s"], figures["realchain.stream_tables_p95_s"] = tables
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--stream", type=int, default=20, help="changes in the stream")
+    parser.add_argument("--every", type=float, default=3.0, help="seconds between them")
     args = parser.parse_args()
     work = cdc_work("zync-bench-realchain-")
     home, ports, cdc = work.home, work.ports, work.cdc
@@ -138,6 +195,8 @@ def main() -> None:
     try:
         stack_up(ports, home, dagster_port=free_port(), cdc=cdc, follow=[spec])
         figures = measure(chain, kafka, args.trials)
+        if args.stream:
+            figures |= measure_stream(chain, kafka, args.stream, args.every)
     finally:
         stack_down(home)
     report(figures)
@@ -157,6 +216,15 @@ Avro. {trials} single-row `UPDATE invoices` one at a time; from the source commi
 |---|---:|---:|
 | → the warehouse row (JDBC sink) | {figures["realchain.p50_s"]} | {figures["realchain.p95_s"]} |
 | → lake table `invoices` | {figures["realchain.tables_p50_s"]} | {figures["realchain.tables_p95_s"]} |
+"""
+    if "realchain.stream_p50_s" in figures:
+        text += f"""
+Then a stream: {figures["realchain.stream_changes"]} changes, one every {figures["realchain.stream_every_s"]} s, whatever the pipeline is doing:
+
+| figure | p50 (s) | p95 (s) |
+|---|---:|---:|
+| → the warehouse row (JDBC sink) | {figures["realchain.stream_p50_s"]} | {figures["realchain.stream_p95_s"]} |
+| → lake table `invoices` | {figures["realchain.stream_tables_p50_s"]} | {figures["realchain.stream_tables_p95_s"]} |
 """
     publish_joined("latency", text, figures)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Generic, TypeVar
 
 from zync_assets.errors import Unavailable
@@ -115,6 +116,7 @@ class Lane(Generic[R]):
         interval: float,
         stop_requested: Callable[[], bool],
         started: Callable[[], None] = lambda: None,  # in the lane's thread, first
+        yield_to: Turns | None = None,  # each pass waits for the other loop's (Turns)
     ) -> None:
         self.error: BaseException | None = None
         self._run_once = run_once
@@ -122,6 +124,7 @@ class Lane(Generic[R]):
         self._finishing = threading.Event()
         self._caught_up = False
         self._started = started
+        self._yield_to = yield_to
         self._stop_requested = stop_requested
         self._thread = threading.Thread(
             target=self._loop, args=(report, interval), name=name, daemon=True
@@ -153,9 +156,43 @@ class Lane(Generic[R]):
 
     def _pass(self) -> Sequence[R]:
         after_finish = self._finishing.is_set()
+        if self._yield_to is not None:
+            self._yield_to.wait()
         results = self._run_once()
         self._caught_up = after_finish and not any(self._did_work(r) for r in results)
         return results
 
     def _done(self) -> bool:
         return self._stop_requested() or self._caught_up
+
+
+class Turns:
+    """The passes of a loop that another loop yields to (the warehouse path, which the
+    lake tables loop must not slow down: on 2 cores, a MERGE beside an ETL pass made
+    both slower, and the change on its way to the warehouse waited as long as before).
+
+    The loop runs each pass in `taking()`; the other calls `wait()` before each of its
+    passes: it returns once no pass is under way, or once the pass under way at the call
+    has ended, so that under a steady stream (pass after pass) it still gets its turn."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running = False
+        self._ended = 0
+
+    @contextmanager
+    def taking(self) -> Iterator[None]:
+        with self._changed:
+            self._running = True
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._running = False
+                self._ended += 1
+                self._changed.notify_all()
+
+    def wait(self) -> None:
+        with self._changed:
+            ended = self._ended
+            self._changed.wait_for(lambda: not self._running or self._ended > ended)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from zync_assets.follow import Lane
+from zync_assets.follow import Lane, Turns
 
 
 class Commits:
@@ -128,3 +128,35 @@ def test_dagster_records_a_lake_tables_pass_after_the_warehouse_pass_it_read(
         for name in names
     }
     assert sorted(names, key=written.__getitem__) == ["raw/1", "raw/2", "table/a", "table/b"]
+
+
+def test_the_tables_lane_waits_for_the_warehouse_pass_under_way_and_only_for_it() -> None:
+    """Turns: the lane's pass starts once the warehouse path's pass under way has ended;
+    under a steady stream (pass after pass, no gap) it gets its turn all the same."""
+    turns, timeline, stop = Turns(), [], threading.Event()
+    commits = Commits()
+    commits.commit(0)
+
+    def warehouse_path() -> None:
+        while not stop.is_set():  # back to back, as under a backlog
+            with turns.taking():
+                timeline.append("pass starts")
+                time.sleep(0.1)
+                timeline.append("pass ends")
+
+    def take() -> list[int]:
+        timeline.append("tables pass")
+        return commits.take()
+
+    loop = threading.Thread(target=warehouse_path)
+    loop.start()
+    time.sleep(0.05)  # a warehouse pass is under way
+    running = lane(commits, [False], run_once=take, yield_to=turns).start()
+    running.finish()
+    running.join()
+    stop.set()
+    loop.join()
+    tables = timeline.index("tables pass")
+    ends = [n for n, event in enumerate(timeline) if event == "pass ends"]
+    assert ends[0] < tables < ends[1], timeline  # after the pass under way, not starved
+    assert commits.taken == [0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,7 +15,7 @@ from zync_assets.cli.pipeline import describe, describe_etl, graceful_stop, spec
 from zync_assets.cli.tokafka import describe as describe_sync
 from zync_assets.errors import ZyncError
 from zync_assets.etl.run import EtlResult
-from zync_assets.follow import Lane, follow
+from zync_assets.follow import Lane, Turns, follow
 from zync_assets.ingest.ingest import IngestResult
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
@@ -154,9 +155,14 @@ def _run(
     reporter, lane_reporter = _reporters(spark, home, tables.spark if tables else None)
     failures: dict[str, str] = {}
 
-    def pass_of(stages: Pipeline, reporter: PipelineReporter) -> Callable[[], list[PassResult]]:
+    turns = Turns()  # the tables loop yields to the warehouse path's passes
+
+    def pass_of(
+        stages: Pipeline, reporter: PipelineReporter, turn: Callable[[], AbstractContextManager]
+    ) -> Callable[[], list[PassResult]]:
         def pass_once() -> list[PassResult]:
-            result = stages.pass_once(reporter, stop_requested=lambda: stop[0])
+            with turn():
+                result = stages.pass_once(reporter, stop_requested=lambda: stop[0])
             failures.update(result.failures)
             return [result]
 
@@ -165,14 +171,14 @@ def _run(
     lane = None
     if tables is not None:
         lane = Lane(
-            "lake-tables", pass_of(tables, lane_reporter),
+            "lake-tables", pass_of(tables, lane_reporter, nullcontext),
             partial(report_timing, lane="tables "), did_work=lambda result: result.did_work,
             interval=pause, stop_requested=lambda: stop[0],
-            started=partial(in_scheduler_pool, tables.spark, "tables"),
+            started=partial(in_scheduler_pool, tables.spark, "tables"), yield_to=turns,
         ).start()  # fmt: skip
     try:
         follow(
-            pass_of(pipeline, reporter),
+            pass_of(pipeline, reporter, turns.taking),
             report_timing,
             did_work=lambda result: result.did_work,
             interval=pause,
