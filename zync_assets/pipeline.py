@@ -6,10 +6,10 @@ each output topic whose staging pool changed, apply each lake table whose pool c
 A pass that finds nothing new costs a Kafka watermark query and a few directory
 listings, no Spark job.
 
-In continuous mode the lake tables run in a lane of their own (`split_off_tables`):
-a second pipeline on a second session of the same JVM, in its own thread, so that a
-change on its way to the warehouse never waits behind a MERGE. Each lane reads what the
-other committed; nothing else passes between them.
+`zync run --follow --tables-loop` runs the lake tables in a loop of their own
+(`split_off_tables`): a second pipeline on a second session of the same JVM, in its own
+thread, so that a change on its way to the warehouse never waits behind a MERGE. Each
+loop reads what the other committed; nothing else passes between them.
 
 A failure is contained to what it concerns: one lake table, one spec's ETL, one pool's
 sync or ingest (a bad column type, a rule that fails at run time). That one stops, is

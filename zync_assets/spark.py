@@ -166,8 +166,9 @@ def spark_session(
     if os.environ.get("ZYNC_SPARK_FAST_START", "1") != "0" and not long_lived:
         opts.insert(0, _FAST_START_OPTS)
     lake = lake_uri()
-    # A long-lived session runs the lake tables in a lane beside the warehouse path: FAIR
-    # lets each lane's jobs run beside the other's (in_scheduler_pool), not after them.
+    # A long-lived session may run the lake tables in a loop beside the warehouse path
+    # (`zync run --tables-loop`): FAIR lets each loop's jobs run beside the other's
+    # (in_scheduler_pool), not after them. Jobs in no pool share one FIFO pool, as before.
     fair = {"spark.scheduler.mode": "FAIR"} if long_lived else {}
     # The user's spark.conf wins over zync's defaults (S3 settings, scheduling).
     conf = spark_conf_for_lake(lake) | fair | conf

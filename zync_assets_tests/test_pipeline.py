@@ -1,5 +1,5 @@
-"""`zync run`: ingest → ETL → to-kafka in one process, and a lake table in a lane of its
-own beside them; continuous, reported to Dagster, exactly once under kill -9 and beside a
+"""`zync run`: ingest → ETL → to-kafka in one process, and a lake table in a loop of its
+own beside them (--tables-loop); continuous, reported to Dagster, exactly once under kill -9 and beside a
 second pipeline."""
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ def sink_table(stack: Stack) -> dict:
 
 
 def start_pipeline(env: dict[str, str], err: IO[str], spec: Path) -> subprocess.Popen:
-    """`zync run --follow` on `spec`, compacting after every commit; its stderr to `err`
-    (a file, not a pipe: a pipe nobody reads stalls a chatty command)."""
+    """`zync run --follow --tables-loop` on `spec`, compacting after every commit; its
+    stderr to `err` (a file, not a pipe: a pipe nobody reads stalls a chatty command)."""
     return subprocess.Popen(
-        [ZYNC, "run", str(spec), "--follow", "--interval", "0.2s", "--no-dagster",
+        [ZYNC, "run", str(spec), "--follow", "--tables-loop", "--interval", "0.2s", "--no-dagster",
          "--compact-every", "1"],
         env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
     )  # fmt: skip
@@ -87,6 +87,7 @@ def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cl
     reset(stack.kafka)
     registry = Registry(stack.registry_settings)
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    monkeypatch.setenv("ZYNC_TABLES_LOOP", "1")  # the lake table in a loop of its own
     spec = with_table(tmp_path)
     running = launch_pipeline(
         stack.home, [spec], stack.kafka.bootstrap_servers, registry.settings, ["Raw"]

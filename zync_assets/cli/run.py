@@ -84,6 +84,11 @@ class PrintedReport:
 @click.option("--compact-every", default=MaintenancePolicy.compact_every, show_default=True,
               help="Compact a pool (and carry its writers' states) after this many commits; "
               "0: never (leave it to `zync pool maintain`).")  # fmt: skip
+@click.option("--tables-loop/--one-loop", default=False, show_default=True,
+              envvar="ZYNC_TABLES_LOOP",
+              help="With --follow: apply the lake tables in a loop of their own, beside "
+              "the warehouse path, instead of after it in each pass (for spare cores: on "
+              "2 cores one loop measured faster; docs/operations.md).")  # fmt: skip
 @click.option("--dagster/--no-dagster", "to_dagster", default=None,
               help="Report each commit to the Dagster instance as a materialization "
               "[default: when $DAGSTER_HOME or the stack's instance exists].")  # fmt: skip
@@ -94,6 +99,7 @@ def run(
     exit_after: str | None,
     max_records: int | None,
     compact_every: int,
+    tables_loop: bool,
     to_dagster: bool | None,
 ) -> None:
     """Run SPECS' pipeline: ingest their topics, run their ETL, send their outputs to Kafka.
@@ -115,7 +121,8 @@ def run(
         # From before Spark starts: a SIGTERM while it starts stops after the first pass
         # too, with exit status 0, rather than killing a process half started.
         with graceful_stop() as stop:
-            _run(stop, loaded, keep_going, pause, idle, max_records, compact_every, shaper, home)
+            _run(stop, loaded, keep_going and tables_loop, keep_going, pause, idle, max_records,
+                 compact_every, shaper, home)  # fmt: skip
     finally:
         leases.release()
 
@@ -123,6 +130,7 @@ def run(
 def _run(
     stop: list[bool],
     loaded: list[Spec],
+    tables_loop: bool,
     keep_going: bool,
     pause: float,
     idle: float | None,
@@ -149,9 +157,9 @@ def _run(
             else None
         ),
     )
-    # One pass runs every stage in order; --follow runs the lake tables in a lane of their
-    # own, so that the warehouse path never waits for a MERGE.
-    tables = pipeline.split_off_tables() if keep_going else None
+    # A pass runs every stage in order; --tables-loop runs the lake tables in a loop of
+    # their own, so that the warehouse path never waits for a MERGE.
+    tables = pipeline.split_off_tables() if tables_loop else None
     reporter, lane_reporter = _reporters(spark, home, tables.spark if tables else None)
     failures: dict[str, str] = {}
 

@@ -2,8 +2,8 @@
 
 `table/invoices` (SCD1) holds each invoice as the source has it now;
 `table/invoice_status_history` (SCD2) every status each invoice has had. The pipeline
-applies them in its lake tables loop, beside the loop that sends the output topic, so
-they follow the warehouse by a tables pass or so.
+applies them right after it sends the output topic, so they follow the warehouse by a
+pass at most.
 """
 
 from __future__ import annotations
