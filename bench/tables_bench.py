@@ -2,7 +2,10 @@
 
 A raw pool gets 1,000,000 Debezium creates (ids 0..999,999, sequenced by `source.lsn`);
 the tables of a spec over it — `current` (SCD1) and `history` (SCD2) — are built from
-them. Then, --rounds times, 10,000 updates of random ids land in the raw pool and:
+them, and compacted as the pipeline's upkeep compacts them (OPTIMIZE, which clusters
+them by their keys). Then, --rounds times, 10,000 updates of recent ids (drawn from the
+newest 50,000: what real CDC touches most, new orders and open invoices), and after
+those --rounds times 10,000 updates of random ids, land in the raw pool and:
 
 - the table pass applies them as a user runs it (`zync table apply`: the default
   configuration, one MERGE per table, deletion vectors and clustering on the keys);
@@ -10,7 +13,8 @@ them. Then, --rounds times, 10,000 updates of random ids land in the raw pool an
   table (read it, replace the changed keys' rows or versions, overwrite).
 
 Figures: the median time of each and the bytes each wrote (data files and deletion
-vectors, read from the Delta log), as ratios MERGE / full rewrite; and `model_cases`, the
+vectors, read from the Delta log), as ratios MERGE / full rewrite (`scd1.*` random ids,
+`scd1.recent_keys.*` recent ones; the same for scd2); and `model_cases`, the
 number of random cases the reference-model test (test_tables_model.py) runs in CI.
 
 Run: `python -m bench.tables_bench` (about 10 minutes on 2 cores).
@@ -47,6 +51,7 @@ tables:
   - {name: history, source: orders, keys: [id], sequence-by: "source:lsn::bigint", stored-as: scd2}
 """
 MODEL_CASES = 2000  # test_tables_model.py's default (ZYNC_TABLE_MODEL_CASES)
+RECENT_KEYS = 50_000  # the newest ids, which the recent rounds draw from
 
 
 def main() -> None:
@@ -67,13 +72,19 @@ def main() -> None:
     started = time.monotonic()
     run_tables(spark, spec)
     build_s = time.monotonic() - started
+    for name in ("current", "history"):
+        spark.sql(f"OPTIMIZE delta.`{table_path(name)}`")
     print(f"built both tables from {args.rows:,} creates in {build_s:.1f}s", flush=True)
 
     rng = random.Random(7)
-    samples: dict[str, list[dict[str, float]]] = {"scd1": [], "scd2": []}
+    samples: dict[str, list[dict[str, float]]] = {}
     end = args.rows
-    for round_ in range(args.rounds):
-        ids = rng.sample(range(args.rows), args.changes)
+    recent = range(args.rows - RECENT_KEYS, args.rows)
+    # Recent keys first: a random round's new files span every key and would be read by
+    # every later round, recent or not.
+    draws = [(".recent_keys", recent)] * args.rounds + [("", range(args.rows))] * args.rounds
+    for round_, (draw, keys) in enumerate(draws):
+        ids = rng.sample(keys, args.changes)
         commit_raw(spark, 2 + round_, updates(spark, ids, end, round_), end + args.changes)
         end += args.changes
         for kind, name in (("scd1", "current"), ("scd2", "history")):
@@ -89,8 +100,8 @@ def main() -> None:
             full_s, full_bytes = full_rewrite(spark, name, before, kind, ids, work)
             sample = {"merge_s": merge_s, "merge_bytes": merge_bytes, "full_s": full_s,
                       "full_bytes": full_bytes}  # fmt: skip
-            samples[kind].append(sample)
-            print(kind, json.dumps({k: round(v, 2) for k, v in sample.items()}), flush=True)
+            samples.setdefault(kind + draw, []).append(sample)
+            print(kind + draw, json.dumps({k: round(v, 2) for k, v in sample.items()}), flush=True)
     report(samples, build_s, args)
 
 
@@ -176,9 +187,11 @@ def report(samples: dict[str, list[dict[str, float]]], build_s: float, args) -> 
                                   "model_cases": MODEL_CASES, "build_s": round(build_s, 1)}  # fmt: skip
     lines = [
         f"\n## Lake tables: MERGE against a full rewrite ({time.strftime('%Y-%m-%d')}, {machine()})\n",
-        f"A {args.rows:,}-row table absorbing {args.changes:,} updates of random keys, median of "
-        f"{args.rounds} rounds, the default configuration (`zync table apply`). Both tables "
-        f"built first from {args.rows:,} creates in {build_s:.1f} s.\n",
+        f"A {args.rows:,}-row table absorbing {args.changes:,} updates of recent keys (of the "
+        f"newest {RECENT_KEYS:,}; `.recent_keys`), then of random keys, median of "
+        f"{args.rounds} rounds each, the default configuration (`zync table apply`). Both "
+        f"tables built first from {args.rows:,} creates in {build_s:.1f} s, then compacted "
+        "(OPTIMIZE: clustered by their keys).\n",
         "| table | MERGE s | full rewrite s | time ratio | MERGE MB written | full rewrite MB | bytes ratio |",
         "|---|---|---|---|---|---|---|",
     ]

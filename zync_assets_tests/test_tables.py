@@ -417,3 +417,46 @@ def test_an_unchanged_toasted_value_keeps_its_previous_value(typed: Tables) -> N
         (2, 2026, False, False), (2, 2030, False, False),
     ]  # fmt: skip
     assert all(PLACEHOLDER not in (r["body"] or "") for r in history)
+
+
+NAMED_SPEC = SPEC.replace("keys: [id]", "keys: [name]")
+
+
+def test_a_pass_bounds_its_merge_by_its_keys_range_whatever_the_keys_hold(
+    spark, stack: Stack, tmp_path: Path, lake: Path
+) -> None:
+    """The MERGE's join, and SCD2's read of the stored versions, are bounded by the touched
+    keys' range, so Delta skips the files outside it (bench/tables_bench.py: recent keys).
+    The bounds are SQL literals: string keys holding a quote or a backslash and dates keep
+    every touched key inside, and the passes over them stay right."""
+    from zync_assets.tables.merge import key_bounds, key_range
+
+    names = [f"k{n:02d}" for n in range(30)] + ["O'Brien\\", "o'brien", "\\'"]
+    frame = spark.createDataFrame(
+        [(n, name, dt.date(2026, 1, 1) + dt.timedelta(days=n)) for n, name in enumerate(names)],
+        "id bigint, name string, born date",
+    )
+    bounds = key_bounds(frame.where("id >= 10"), ["id", "name", "born"])
+    assert [k for k, _, _ in bounds] == ["id", "name", "born"]
+    kept = frame.where(key_range(bounds)).collect()
+    assert sorted(r.id for r in kept) == list(range(10, len(names)))  # all inside; 0-9 not
+    assert key_range(key_bounds(frame.where("id < 0"), ["id"])) == "TRUE"  # nothing touched
+
+    tables = Tables(spark, stack, tmp_path, NAMED_SPEC, ["Items"])
+    for lsn, batch in enumerate([names[:10], names[10:20], names[20:]]):  # a file each
+        tables.send_changes(
+            [change("c", 100 * lsn + n, None, row(n, name)) for n, name in enumerate(batch)]
+        )
+        tables.apply()
+    tables.send_changes([
+        change("u", 900, row(1, "k25"), row(1, "k25", "9.99")),
+        change("u", 901, row(2, "O'Brien\\"), row(2, "O'Brien\\", "8.88")),
+    ])  # fmt: skip
+    tables.apply()
+    prices = {r["name"]: r["price"] for r in tables.rows("items", "name")}
+    assert len(prices) == len(names) and prices["k25"] == Decimal("9.99")
+    assert prices["O'Brien\\"] == Decimal("8.88") and prices["o'brien"] == Decimal("1.50")
+    history = [r for r in tables.rows("items_history", "name,__START_AT") if r["name"] == "k25"]
+    assert [(r["price"], r["__END_AT"]) for r in history] == [
+        (Decimal("1.50"), 900), (Decimal("9.99"), None),
+    ]  # fmt: skip

@@ -398,8 +398,9 @@ def _merge(
     }
     try:
         with pins() as pin, session_conf(spark, settings):
-            source = pin(merge_source(spark, compiled, columns, changes, pin))
-            spark.sql(merge_sql(table_path(table.name), compiled, columns), source=source).collect()
+            rows, within = merge_source(spark, compiled, columns, changes, pin)
+            statement = merge_sql(table_path(table.name), compiled, columns, within)
+            spark.sql(statement, source=pin(rows)).collect()
     except CONCURRENT_WRITE as exc:
         raise ConcurrentWriter(
             f"another writer changed table {table.name} while run {run} merged; this pass "
