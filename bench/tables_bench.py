@@ -36,6 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench.common import machine, publish
+from zync_assets import lake_store
 from zync_assets.delta_writes import append_once
 from zync_assets.ingest.progress import app_id, commit_metadata
 from zync_assets.pools import commit_file, pool_path, pool_version, table_path
@@ -142,7 +143,8 @@ def written_bytes(path: str, first: int, last: int | None) -> int:
     the same commit: only its vector was written.)"""
     total = 0
     for version in range(first, (last or first) + 1):
-        actions = [json.loads(line) for line in commit_file(path, version).read_text().splitlines()]
+        text = lake_store.read_text(commit_file(path, version)) or ""
+        actions = [json.loads(line) for line in text.splitlines()]
         removed = {a["remove"]["path"] for a in actions if "remove" in a}
         for action in actions:
             if "add" in action:
