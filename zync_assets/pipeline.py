@@ -66,7 +66,6 @@ FAILED_RETRY_S = 60.0
 
 # A pass's stages, in order; `Pipeline.stages` names those its passes run.
 STAGES = ("ingest", "etl", "to-kafka", "tables", "maintenance")
-WAREHOUSE_PATH = ("ingest", "etl", "to-kafka", "maintenance")  # the pools' upkeep
 LAKE_TABLES = ("tables", "maintenance")  # the tables' upkeep
 
 

@@ -443,11 +443,8 @@ def test_a_pass_bounds_its_merge_by_its_keys_range_whatever_the_keys_hold(
     assert key_range(key_bounds(frame.where("id < 0"), ["id"])) == "TRUE"  # nothing touched
 
     tables = Tables(spark, stack, tmp_path, NAMED_SPEC, ["Items"])
-    for lsn, batch in enumerate([names[:10], names[10:20], names[20:]]):  # a file each
-        tables.send_changes(
-            [change("c", 100 * lsn + n, None, row(n, name)) for n, name in enumerate(batch)]
-        )
-        tables.apply()
+    tables.send_changes([change("c", n, None, row(n, name)) for n, name in enumerate(names)])
+    tables.apply()
     tables.send_changes([
         change("u", 900, row(1, "k25"), row(1, "k25", "9.99")),
         change("u", 901, row(2, "O'Brien\\"), row(2, "O'Brien\\", "8.88")),

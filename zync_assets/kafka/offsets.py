@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from zync_assets.kafka import clients
 from zync_assets.settings import KafkaSettings
+
+# A partition whose leader is moving (a broker restart, a managed service's failover)
+# answers ListOffsets with these until the new leader is known, within moments: asked
+# again, not reported as an outage.
+_LEADER_MOVING = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_ENOUGH_REPLICAS,
+}
+_ASK_AGAIN_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,27 @@ def watermarks(
 def _list_offsets(
     kafka: KafkaSettings, wanted: list[TopicPartition], spec: OffsetSpec
 ) -> dict[tuple[str, int], int]:
+    """The offsets, asking again while a partition's leader moves, for up to
+    CONNECT_TIMEOUT_S; then, or on any other failure, Unavailable."""
+    deadline = time.monotonic() + clients.CONNECT_TIMEOUT_S
+    while True:
+        try:
+            return _list_offsets_once(kafka, wanted, spec)
+        except _LeaderMoving as moving:
+            if time.monotonic() >= deadline:
+                raise clients.unreachable(kafka, moving.error.str()) from moving
+            time.sleep(_ASK_AGAIN_S)
+
+
+class _LeaderMoving(Exception):
+    def __init__(self, error: KafkaError) -> None:
+        super().__init__(error.str())
+        self.error = error
+
+
+def _list_offsets_once(
+    kafka: KafkaSettings, wanted: list[TopicPartition], spec: OffsetSpec
+) -> dict[tuple[str, int], int]:
     if not wanted:
         return {}
     admin = clients.admin_client(kafka)  # must outlive the futures it returns
@@ -57,6 +89,8 @@ def _list_offsets(
             for tp, future in futures.items()
         }
     except KafkaException as exc:
+        if exc.args[0].code() in _LEADER_MOVING:
+            raise _LeaderMoving(exc.args[0]) from exc
         raise clients.unreachable(kafka, exc.args[0].str()) from exc
     except TimeoutError as exc:  # the broker went away between metadata and offsets
         detail = f"no answer to ListOffsets within {clients.CONNECT_TIMEOUT_S:g}s"
