@@ -81,3 +81,22 @@ def test_a_single_pass_and_other_errors_fail_at_once() -> None:
 )
 def test_which_kafka_failures_count_as_an_outage(reason: str, transient: bool) -> None:
     assert is_transient(reason) is transient
+
+
+def test_a_moving_leader_is_asked_again_then_reported_as_an_outage() -> None:
+    """ListOffsets during a broker restart or failover: a partition without a leader for
+    a moment is asked again (not an outage); one that stays so is one, in one line."""
+    from confluent_kafka import KafkaError
+
+    from zync_assets.kafka.offsets import LeaderMoving, asking_again
+
+    moving = LeaderMoving(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
+    answers = [moving, moving, {("t", 0): 7}]
+    asked = passes(*answers)
+    assert asking_again(asked, give_up=lambda e: Unavailable(e.str()), for_s=10) == {("t", 0): 7}
+
+    def never_led() -> dict:
+        raise moving
+
+    with pytest.raises(Unavailable, match="Not leader for partition"):
+        asking_again(never_led, give_up=lambda e: Unavailable(e.str()), for_s=3)

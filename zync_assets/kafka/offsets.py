@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
@@ -20,6 +22,7 @@ _LEADER_MOVING = {
     KafkaError.NOT_ENOUGH_REPLICAS,
 }
 _ASK_AGAIN_S = 0.25
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -58,17 +61,31 @@ def _list_offsets(
 ) -> dict[tuple[str, int], int]:
     """The offsets, asking again while a partition's leader moves, for up to
     CONNECT_TIMEOUT_S; then, or on any other failure, Unavailable."""
-    deadline = time.monotonic() + clients.CONNECT_TIMEOUT_S
+    return asking_again(
+        lambda: _list_offsets_once(kafka, wanted, spec),
+        give_up=lambda error: clients.unreachable(kafka, error.str()),
+        for_s=clients.CONNECT_TIMEOUT_S,
+    )
+
+
+def asking_again(
+    call: Callable[[], T], give_up: Callable[[KafkaError], Exception], for_s: float
+) -> T:
+    """`call()`, asked again every _ASK_AGAIN_S while it says a leader moves (raises
+    LeaderMoving), for up to `for_s` seconds; then `give_up(the last error)` is raised."""
+    deadline = time.monotonic() + for_s
     while True:
         try:
-            return _list_offsets_once(kafka, wanted, spec)
-        except _LeaderMoving as moving:
+            return call()
+        except LeaderMoving as moving:
             if time.monotonic() >= deadline:
-                raise clients.unreachable(kafka, moving.error.str()) from moving
+                raise give_up(moving.error) from moving
             time.sleep(_ASK_AGAIN_S)
 
 
-class _LeaderMoving(Exception):
+class LeaderMoving(Exception):
+    """A request met a partition whose leader is moving (one of _LEADER_MOVING)."""
+
     def __init__(self, error: KafkaError) -> None:
         super().__init__(error.str())
         self.error = error
@@ -90,7 +107,7 @@ def _list_offsets_once(
         }
     except KafkaException as exc:
         if exc.args[0].code() in _LEADER_MOVING:
-            raise _LeaderMoving(exc.args[0]) from exc
+            raise LeaderMoving(exc.args[0]) from exc
         raise clients.unreachable(kafka, exc.args[0].str()) from exc
     except TimeoutError as exc:  # the broker went away between metadata and offsets
         detail = f"no answer to ListOffsets within {clients.CONNECT_TIMEOUT_S:g}s"
