@@ -50,10 +50,21 @@ def _descendants(processes: dict[int, tuple[int, float, int]], root: int) -> lis
     return seen
 
 
-def tree_cpu() -> dict[int, float]:
+class CpuSeconds(dict[int, float]):
+    """CPU seconds by pid (`tree_cpu`), with each process's parent then."""
+
+    def __init__(self, seconds: dict[int, float], parents: dict[int, int]) -> None:
+        super().__init__(seconds)
+        self.parents = parents
+
+
+def tree_cpu() -> CpuSeconds:
     """CPU seconds of this process and of each live descendant, by pid."""
     processes = _processes()
-    return {pid: processes[pid][1] for pid in _descendants(processes, os.getpid())}
+    tree = _descendants(processes, os.getpid())
+    return CpuSeconds(
+        {pid: processes[pid][1] for pid in tree}, {pid: processes[pid][0] for pid in tree}
+    )
 
 
 def tree_rss_mib(root: int) -> float:
@@ -62,13 +73,21 @@ def tree_rss_mib(root: int) -> float:
     return sum(processes[pid][2] for pid in _descendants(processes, root)) / 2**20
 
 
-def used_since(before: dict[int, float]) -> float:
+def used_since(before: CpuSeconds) -> float:
     """CPU seconds this process tree used since `before` (a `tree_cpu()`).
 
     A descendant that ended meanwhile counts through the parent that waited for it: its
-    whole life moved into that parent's figure, so what it had used before is taken off.
+    whole life moved into that parent's figure, so what it had used before is taken off,
+    up to what that parent's figure grew. One whose parent did not wait for it (or left
+    the tree itself, so that it was handed to init) moved nothing, and nothing is taken.
     """
     now = tree_cpu()
-    used = sum(seconds - before.get(pid, 0.0) for pid, seconds in now.items())
-    ended = sum(seconds for pid, seconds in before.items() if pid not in now)
-    return max(0.0, used - ended)
+    grew = {pid: seconds - before.get(pid, 0.0) for pid, seconds in now.items()}
+    used = sum(grew.values())
+    for pid, seconds in before.items():
+        parent = before.parents.get(pid)
+        if pid not in now and parent in grew:
+            taken = min(seconds, max(0.0, grew[parent]))
+            grew[parent] -= taken
+            used -= taken
+    return max(0.0, used)
