@@ -24,8 +24,21 @@ for them), each measured the same way:
   realchain.stream_p50_s, stream_p95_s                 → the warehouse row
   realchain.stream_tables_p50_s, stream_tables_p95_s   → lake table `invoices`
 
+Then a sustained load (--load-rate changes a second for --load-seconds, each an
+`UPDATE` of its own invoice in a transaction of its own):
+
+  realchain.load.p50_s, p95_s     each change's commit → its warehouse row
+  realchain.load.rate             the changes committed a second (what PostgreSQL took)
+
+`--mode sensors` measures the same single changes with Dagster's sensors starting every
+run instead of `zync run --follow` (the stack as `zync stack up --cdc --dagster` starts
+it: the runs share the stack's Spark Connect server; sensors every 1 s, the default):
+
+  realchain.sensor_p50_s, sensor_p95_s                 → the warehouse row
+  realchain.sensor_tables_p50_s, sensor_tables_p95_s   → lake table `invoices`
+
 The figures join the others in bench/results/latency.json; the table is appended to
-docs/BENCHMARKS.md. About 6 minutes on 2 cores.
+docs/BENCHMARKS.md. About 8 minutes on 2 cores; --mode sensors about 20.
 """
 
 from __future__ import annotations
@@ -51,10 +64,11 @@ SEED_INVOICES = 10
 TIMEOUT_S = 300.0
 
 
-def seed(chain: Chain) -> None:
-    """Ten invoices, each with its status, in one transaction."""
+def seed(chain: Chain, ids: range = range(1, SEED_INVOICES + 1)) -> None:
+    """Invoices `ids` (by default the ten the trials change), each with its status, in one
+    transaction."""
     with chain.source() as conn:
-        for n in range(1, SEED_INVOICES + 1):
+        for n in ids:
             conn.execute(
                 "INSERT INTO invoices (id, customer, item, amount) VALUES (%s, %s, %s, %s)",
                 [n, f"customer-{n}", "seed", n * 10],
@@ -141,7 +155,47 @@ def stream(chain: Chain, kafka: KafkaSettings, changes: int, every_s: float) -> 
     return reached
 
 
-def measure(chain: Chain, kafka: KafkaSettings, trials: int) -> dict[str, object]:
+def load(chain: Chain, rate: float, seconds: float) -> dict[str, object]:
+    """`rate` single-row changes a second for `seconds`, each of an invoice of its own
+    (seeded first, out of the measurement), not waiting for any; each one's commit → its
+    warehouse row, the warehouse read whole every 100 ms."""
+    changes = round(rate * seconds)
+    ids = range(1_000, 1_000 + changes)
+    seed(chain, ids)
+    wait_until(lambda: len(chain.warehouse_rows()) == SEED_INVOICES + changes,
+               "the load's seeded rows", 0.5)  # fmt: skip
+    committed: dict[int, float] = {}
+    reached: list[float] = []
+    started = time.monotonic()
+    with chain.source() as conn:
+        for n, invoice in enumerate(ids):
+            time.sleep(max(0.0, started + n / rate - time.monotonic()))
+            conn.execute("UPDATE invoices SET item = 'load' WHERE id = %s", [invoice])
+            conn.commit()
+            committed[invoice] = time.monotonic()
+    took = time.monotonic() - started
+    while committed:
+        if time.monotonic() - started > TIMEOUT_S + seconds:
+            raise TimeoutError(f"the load: {len(committed)} changes not through")
+        with chain.warehouse() as conn:
+            rows = conn.execute(
+                f"SELECT id FROM {chain.output_topic} WHERE item = 'load'"
+            ).fetchall()
+        now = time.monotonic()
+        for (invoice,) in rows:
+            if invoice in committed:
+                reached.append(now - committed.pop(invoice))
+        time.sleep(0.1)
+    figures: dict[str, object] = {"realchain.load.changes": changes,
+                                  "realchain.load.rate": round(changes / took, 1)}  # fmt: skip
+    figures["realchain.load.p50_s"], figures["realchain.load.p95_s"] = percentiles(reached)
+    print("load:", figures, flush=True)
+    return figures
+
+
+def measure(
+    chain: Chain, kafka: KafkaSettings, trials: int, prefix: str = "realchain."
+) -> dict[str, object]:
     chain.create_source_tables()
     chain.start_source_connector()
     chain.start_sink_connector()
@@ -157,9 +211,9 @@ def measure(chain: Chain, kafka: KafkaSettings, trials: int) -> dict[str, object
         tables.append(to_table)
         print(f"trial {n}: warehouse {to_warehouse:.2f} s, lake table {to_table:.2f} s",
               flush=True)  # fmt: skip
-    figures: dict[str, object] = {"realchain.trials": trials}
-    figures["realchain.p50_s"], figures["realchain.p95_s"] = percentiles(warehouse)
-    figures["realchain.tables_p50_s"], figures["realchain.tables_p95_s"] = percentiles(tables)
+    figures: dict[str, object] = {f"{prefix}trials": trials}
+    figures[f"{prefix}p50_s"], figures[f"{prefix}p95_s"] = percentiles(warehouse)
+    figures[f"{prefix}tables_p50_s"], figures[f"{prefix}tables_p95_s"] = percentiles(tables)
     return figures
 
 
@@ -183,6 +237,9 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--stream", type=int, default=20, help="changes in the stream")
     parser.add_argument("--every", type=float, default=3.0, help="seconds between them")
+    parser.add_argument("--load-rate", type=float, default=20.0, help="changes a second")
+    parser.add_argument("--load-seconds", type=float, default=30.0)
+    parser.add_argument("--mode", choices=("continuous", "sensors"), default="continuous")
     args = parser.parse_args()
     work = cdc_work("zync-bench-realchain-")
     home, ports, cdc = work.home, work.ports, work.cdc
@@ -192,14 +249,21 @@ def main() -> None:
     kafka = KafkaSettings(f"127.0.0.1:{ports.kafka}")
     os.environ["ZYNC_KAFKA_BOOTSTRAP"] = kafka.bootstrap_servers
     os.environ["ZYNC_SCHEMA_REGISTRY_URL"] = registry_url(ports.registry)
+    sensors = args.mode == "sensors"
     try:
-        stack_up(ports, home, dagster_port=free_port(), cdc=cdc, follow=[spec])
-        figures = measure(chain, kafka, args.trials)
-        if args.stream:
-            figures |= measure_stream(chain, kafka, args.stream, args.every)
+        if sensors:  # nothing but Dagster's sensors starts a run
+            stack_up(ports, home, dagster_port=free_port(), cdc=cdc, spark_port=free_port())
+            figures = measure(chain, kafka, args.trials, prefix="realchain.sensor_")
+        else:
+            stack_up(ports, home, dagster_port=free_port(), cdc=cdc, follow=[spec])
+            figures = measure(chain, kafka, args.trials)
+            if args.stream:
+                figures |= measure_stream(chain, kafka, args.stream, args.every)
+            if args.load_seconds:
+                figures |= load(chain, args.load_rate, args.load_seconds)
     finally:
         stack_down(home)
-    report(figures)
+    (report_sensors if sensors else report)(figures)
 
 
 def report(figures: dict[str, object]) -> None:
@@ -225,6 +289,28 @@ Then a stream: {figures["realchain.stream_changes"]} changes, one every {figures
 |---|---:|---:|
 | → the warehouse row (JDBC sink) | {figures["realchain.stream_p50_s"]} | {figures["realchain.stream_p95_s"]} |
 | → lake table `invoices` | {figures["realchain.stream_tables_p50_s"]} | {figures["realchain.stream_tables_p95_s"]} |
+"""
+    if "realchain.load.p50_s" in figures:
+        text += f"""
+Then a sustained load: {figures["realchain.load.changes"]} changes at {figures["realchain.load.rate"]} a second, each its own invoice and transaction: → the warehouse row p50 **{figures["realchain.load.p50_s"]} s**, p95 {figures["realchain.load.p95_s"]} s.
+"""
+    publish_joined("latency", text, figures)
+
+
+def report_sensors(figures: dict[str, object]) -> None:
+    text = f"""
+### A source row → the warehouse and the lake table, the real chain through Dagster's sensors, {dt.date.today()} — {machine()}
+
+`python -m bench.realchain_bench --mode sensors`: the stack as `zync stack up --cdc
+--dagster` starts it (PostgreSQL, Debezium's source and JDBC sink on Kafka Connect, Kafka,
+Dagster; no `zync run --follow`): each run is started by a sensor (every 1 s, the
+default) and does its Spark work on the stack's Spark Connect server. etl_specs/shop.yaml
+in Avro. {figures["realchain.sensor_trials"]} single-row `UPDATE invoices` one at a time; from the source commit:
+
+| figure | p50 (s) | p95 (s) |
+|---|---:|---:|
+| → the warehouse row (JDBC sink) | {figures["realchain.sensor_p50_s"]} | {figures["realchain.sensor_p95_s"]} |
+| → lake table `invoices` | {figures["realchain.sensor_tables_p50_s"]} | {figures["realchain.sensor_tables_p95_s"]} |
 """
     publish_joined("latency", text, figures)
 
