@@ -251,7 +251,7 @@ def model_run(cases: int) -> dict[str, object]:
          "-k", "after_every_round"],
         env=env, capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
-    if done.returncode == 0 and " 1 passed" in f" {done.stdout}":
+    if done.returncode == 0 and re.search(r"\b1 passed\b", done.stdout):
         return {"model_cases": cases, "rows_mismatched": 0}
     differ = re.search(r"(\d+) of \d+ rows differ", done.stdout)
     if differ is None:

@@ -40,3 +40,13 @@ def test_a_pass_that_did_not_record_how_far_it_read_reads_the_done_records() -> 
     seen = {"a": {0: 10}}
     assert Reach(passed(seen, None), {"Raw": {"a": {0: 15}}}).done_ahead
     assert Reach(EtlState(), {"Raw": {"a": {0: 15}}}).done_ahead  # no pass yet
+
+
+def test_a_views_pass_counts_the_row_versions_it_joins_its_changes_with() -> None:
+    """10,000 changes to a view over 1,000,000 rows are no small pass: the view's stored
+    versions (at most one per event its inputs had) count with its backlog."""
+    state = passed({"acc": {0: 1_000_000}, "cus": {0: 5}}, None)
+    where = Reach(state, {"Raw": {"acc": {0: 1_010_000}, "cus": {0: 5}, "other": {0: 3}}})
+    assert where.backlog == 10_000 + 3
+    assert where.size(set()) == where.backlog  # no view: the backlog alone
+    assert where.size({"acc", "cus"}) == where.backlog + 1_010_000 + 5

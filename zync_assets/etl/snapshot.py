@@ -73,6 +73,16 @@ class Reach:
             for partition in parts
         )
 
+    def size(self, view_topics: set[str]) -> int:
+        """The rows a pass may read: its backlog and, for a view over `view_topics`, the
+        view's stored row versions it joins it with. Those are at most one per event its
+        inputs ever had: every event the raw pools hold of them (end offsets, added up)."""
+        held = sum(
+            end for topic, parts in self.raw_end.items() if topic in view_topics
+            for end in parts.values()
+        )  # fmt: skip
+        return self.backlog + held
+
     @property
     def backlog(self) -> int:
         """Raw events between the cursors and the ends: at most what the pass reads."""
