@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
 
-from zync_assets.definitions import build_definitions
+from zync_assets.orchestration.definitions import build_zync_definitions
 from zync_assets.orchestration.raw import PROGRESS_KEY, raw_key, watch_for_new_data
 from zync_assets.orchestration.resources import KafkaResource
 from zync_assets.spec import load_spec
@@ -27,10 +27,17 @@ def spec_for(tmp_path: Path, topic: str, pool: str) -> Path:
     return path
 
 
+def carried(defs, pool: str) -> set[str]:
+    """What the runs raw pool `pool`'s sensor starts materialize: its job's assets."""
+    sensor = defs.resolve_sensor_def(f"raw_{pool}_kafka_sensor")
+    job = defs.resolve_job_def(sensor.job_name)
+    return {k.to_user_string() for k in job.asset_layer.selected_asset_keys}
+
+
 def evaluate(defs, instance: DagsterInstance, name: str):
     sensor = defs.get_sensor_def(name)
     context = build_sensor_context(
-        instance=instance, resources={"kafka": KafkaResource()}, definitions=defs
+        instance=instance, resources={"zync_kafka": KafkaResource()}, definitions=defs
     )
     return sensor.evaluate_tick(context)
 
@@ -38,7 +45,7 @@ def evaluate(defs, instance: DagsterInstance, name: str):
 def test_sensor_requests_a_run_only_when_kafka_has_something_new(
     spark, stack: Stack, topic: str, tmp_path: Path, lake: Path
 ) -> None:
-    defs = build_definitions([load_spec(spec_for(tmp_path, topic, "SensorPool"))])
+    defs = build_zync_definitions([load_spec(spec_for(tmp_path, topic, "SensorPool"))])
     instance = DagsterInstance.ephemeral()
     name = "raw_SensorPool_kafka_sensor"
     produce_json(stack, topic, [(None, {"n": 1}), (None, {"n": 2})])
@@ -91,7 +98,7 @@ def test_a_sensor_evaluation_notices_a_change_that_arrives_while_it_watches(
 def test_assets_and_lineage_come_from_the_spec_files(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
     spec.write_text("inputs:\n  - {topic: A, pool: P}\n  - {topic: B, pool: P}\n")
-    defs = build_definitions([load_spec(spec)])
+    defs = build_zync_definitions([load_spec(spec)])
     raw = defs.get_assets_def(raw_key("P"))
     assert {k.to_user_string() for k in raw.dependency_keys} == {"kafka/A", "kafka/B"}
 
@@ -104,15 +111,9 @@ def test_a_raw_pools_sensor_runs_carry_its_data_through_every_stage_below_it(
     spec = stateless_spec(tmp_path / "a.yaml", "A", "PA", "SA", 'sql: "in.key AS key"')
     lone = tmp_path / "b.yaml"
     lone.write_text("inputs:\n  - {topic: B, pool: PB}\n")
-    defs = build_definitions([load_spec(spec), load_spec(lone)])
-    graph = defs.resolve_asset_graph()
-
-    def carried(sensor: str) -> set[str]:
-        selection = defs.get_sensor_def(sensor).asset_selection
-        return {k.to_user_string() for k in selection.resolve(graph)}
-
-    assert carried("raw_PA_kafka_sensor") == {"raw/PA", "staging/SA", "done/SA", "kafka/A_out"}
-    assert carried("raw_PB_kafka_sensor") == {"raw/PB"}
+    defs = build_zync_definitions([load_spec(spec), load_spec(lone)])
+    assert carried(defs, "PA") == {"raw/PA", "staging/SA", "done/SA", "kafka/A_out"}
+    assert carried(defs, "PB") == {"raw/PB"}
 
 
 def test_raw_then_staging_and_done_materialize_with_passing_checks(
@@ -125,7 +126,7 @@ def test_raw_then_staging_and_done_materialize_with_passing_checks(
     with spec.open("a") as tables:  # a lake table of each kind of source: raw and staging
         tables.write(f"tables:\n  - {{name: flow_current, source: {topic}_out, keys: [id]}}\n"
                      f"  - {{name: flow_history, source: {topic}, keys: [id], stored-as: scd2}}\n")  # fmt: skip
-    defs = build_definitions([load_spec(spec)])
+    defs = build_zync_definitions([load_spec(spec)])
     produce_json(stack, topic, [({"id": i}, {"op": "c", "after": {"id": i}}) for i in range(3)])
     instance = DagsterInstance.ephemeral()
     graph = defs.resolve_asset_graph()
@@ -211,7 +212,7 @@ def test_staging_follows_new_raw_data_and_only_then(
         tmp_path / "eager.yaml", topic, "EagerRaw", "EagerStaging",
         'sql: "in.key AS key, in.value AS value"',
     )  # fmt: skip
-    defs = build_definitions([load_spec(spec)])
+    defs = build_zync_definitions([load_spec(spec)])
     instance = DagsterInstance.ephemeral()
     raw = defs.get_assets_def(raw_key("EagerRaw"))
     etl = defs.get_assets_def(staging_key("EagerStaging"))
@@ -253,7 +254,7 @@ def test_dead_letters_show_in_metadata_and_warn_through_an_asset_check(
 
     from zync_assets_tests.conftest import produce_bytes
 
-    defs = build_definitions([load_spec(spec_for(tmp_path, topic, "DeadPool"))])
+    defs = build_zync_definitions([load_spec(spec_for(tmp_path, topic, "DeadPool"))])
     produce_json(stack, topic, [(None, {"n": 1})])
     produce_bytes(stack, topic, [(None, b"not avro")])
     result = materialize(
@@ -301,7 +302,7 @@ def test_an_old_open_group_shows_in_metadata_and_warns_through_an_asset_check(
     for n, value in enumerate([{"txn": 1, "done": False}, {"txn": 2, "done": True}]):
         producer.produce(f"{p}.order", json.dumps(value).encode(), timestamp=old + n)
     assert producer.flush(30) == 0
-    defs = build_definitions([load_spec(spec)])
+    defs = build_zync_definitions([load_spec(spec)])
     result = materialize(
         [defs.get_assets_def(raw_key(f"{p}Raw")), defs.get_assets_def(staging_key(f"{p}Staging"))],
         instance=DagsterInstance.ephemeral(),
@@ -351,7 +352,7 @@ def test_a_pools_topics_sent_together_are_one_multi_asset(
     for value in ({"txn": 1, "done": False}, {"txn": 1, "done": True}, {"txn": 2, "done": True}):
         producer.produce(f"{p}.order", json.dumps(value).encode())
     assert producer.flush(30) == 0
-    defs = build_definitions([load_spec(spec)])
+    defs = build_zync_definitions([load_spec(spec)])
     a, b = defs.get_assets_def(topic_key(f"{p}_a")), defs.get_assets_def(topic_key(f"{p}_b"))
     assert a is b and a.node_def.name == f"to_kafka_{p}Staging"
     everything = [
@@ -380,10 +381,7 @@ def test_a_views_lineage_runs_from_its_inputs_raw_pool_to_its_topic(tmp_path: Pa
         "transforms:\n  - type: view\n    inputs: {a: acc, c: cus}\n    key: id\n"
         "    out: view_out\n    sql: SELECT a.after:id::bigint AS id FROM a\n"
     )
-    defs = build_definitions([load_spec(spec)])
-    graph = defs.resolve_asset_graph()
-    selection = defs.get_sensor_def("raw_VR_kafka_sensor").asset_selection
-    carried = {k.to_user_string() for k in selection.resolve(graph)}
-    assert carried == {"raw/VR", "staging/VS", "done/VS", "kafka/view_out"}
+    defs = build_zync_definitions([load_spec(spec)])
+    assert carried(defs, "VR") == {"raw/VR", "staging/VS", "done/VS", "kafka/view_out"}
     staging = defs.get_assets_def(AssetKey(["staging", "VS"]))
     assert AssetKey(["raw", "VR"]) in staging.dependency_keys

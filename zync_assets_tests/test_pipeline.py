@@ -77,7 +77,7 @@ def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cl
     in the lane beside the warehouse path."""
     from dagster import AssetKey, DagsterInstance, build_sensor_context
 
-    from zync_assets.definitions import build_definitions
+    from zync_assets.orchestration.definitions import build_zync_definitions
     from zync_assets.lease import pipeline_feeding
     from zync_assets.orchestration.resources import KafkaResource
     from zync_assets.spec import load_spec
@@ -103,9 +103,9 @@ def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cl
         feeder = pipeline_feeding("Raw")
         assert feeder is not None and feeder.pid == running.pid
         instance = DagsterInstance.from_config(str(dagster_home))
-        defs = build_definitions([load_spec(spec)])
+        defs = build_zync_definitions([load_spec(spec)])
         context = build_sensor_context(
-            instance=instance, resources={"kafka": KafkaResource()}, definitions=defs
+            instance=instance, resources={"zync_kafka": KafkaResource()}, definitions=defs
         )
         tick = defs.get_sensor_def("raw_Raw_kafka_sensor").evaluate_tick(context)
         assert not tick.run_requests and f"pid {running.pid}" in tick.skip_message, tick

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, materialize
 
-from zync_assets.definitions import build_definitions
+from zync_assets.orchestration.definitions import build_zync_definitions
 from zync_assets.settings import KafkaSettings, RegistrySettings, kafka_env, registry_env
 from zync_assets.spec import load_spec
 from zync_assets.stack.secure import local_credentials
@@ -138,7 +138,7 @@ def test_a_dagster_run_over_sasl_ssl_ingests_transforms_and_sends_through_the_jv
         monkeypatch.setenv(name, value)
     spec = stateless_spec(tmp_path / "s.yaml", topic, "SecRaw", "SecStaging",
                           'sql: "in.key AS key, in.value AS value"')  # fmt: skip
-    defs = build_definitions([load_spec(spec)])
+    defs = build_zync_definitions([load_spec(spec)])
     produce_json(stack, topic, [({"id": i}, {"id": i, "n": i * 10}) for i in range(3)])
     instance = DagsterInstance.ephemeral()
 

@@ -170,7 +170,7 @@ def test_column_types_from_a_debezium_envelopes_avro_schemas() -> None:
 
 
 def test_a_table_or_a_staging_pool_belongs_to_one_spec(tmp_path: Path) -> None:
-    from zync_assets.definitions import build_definitions
+    from zync_assets.orchestration.definitions import build_zync_definitions
 
     def named(name: str, text: str):
         path = tmp_path / f"{name}.yaml"
@@ -182,7 +182,7 @@ def test_a_table_or_a_staging_pool_belongs_to_one_spec(tmp_path: Path) -> None:
     with pytest.raises(
         ZyncError, match="table items is in specs a and b: define each table in one"
     ):
-        build_definitions([named("a", table), named("b", alone)])
+        build_zync_definitions([named("a", table), named("b", alone)])
     other = table.replace("name: items", "name: others")
     with pytest.raises(ZyncError, match="staging pool Staging is in specs a and c: give each spec"):
-        build_definitions([named("a", table), named("c", other)])
+        build_zync_definitions([named("a", table), named("c", other)])

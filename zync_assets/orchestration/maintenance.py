@@ -23,10 +23,10 @@ def maintenance_job(pools: list[str]) -> JobDefinition:
     paths = [p for pool in pools for p in (pool_path(pool), dead_letter_path(pool))]
 
     @op(name="maintain_pools", description="Compact, carry writer states, vacuum.")
-    def maintain_pools_op(context: OpExecutionContext, spark: SparkResource) -> None:
+    def maintain_pools_op(context: OpExecutionContext, zync_spark: SparkResource) -> None:
         from zync_assets.maintenance import maintain_pools
 
-        for done in maintain_pools(spark.session(), paths):
+        for done in maintain_pools(zync_spark.session(), paths):
             context.log.info(f"{done.describe()} ({done.seconds:.1f}s)")
 
     @job(name="pool_maintenance", description=f"Upkeep of pools {', '.join(pools)}.")

@@ -25,6 +25,8 @@ from dagster import (
     SensorEvaluationContext,
     SkipReason,
     asset,
+    define_asset_job,
+    in_process_executor,
     sensor,
 )
 from pyspark.sql import SparkSession
@@ -41,6 +43,7 @@ from zync_assets.ingest.ranges import (
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.lease import pipeline_feeding
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
+from zync_assets.orchestration.versions import POOL_KINDS, TOPIC_KINDS, code_version
 from zync_assets.settings import KafkaSettings
 from zync_assets.status import raw_dead_letters
 
@@ -73,7 +76,10 @@ def topic_assets(topics: list[str], formats: dict[str, WireFormat]) -> list[Asse
         key = "" if wire.key == wire.value else f", keys as {wire.key}"
         return f"Kafka topic {topic} ({_FORMAT_NAMES[wire.value]}{key})."
 
-    return [AssetSpec(topic_key(t), group_name="kafka", description=described(t)) for t in topics]
+    return [
+        AssetSpec(topic_key(t), group_name="kafka", description=described(t), kinds=TOPIC_KINDS)
+        for t in topics
+    ]
 
 
 class IngestConfig(Config):
@@ -118,19 +124,22 @@ def raw_pool_asset(pool: str, topics: list[str], formats: dict[str, WireFormat] 
         check_specs=[AssetCheckSpec("no_dead_letters", asset=raw_key(pool))],
         deps=[topic_key(t) for t in topics],
         group_name="raw",
+        kinds=POOL_KINDS,
+        code_version=code_version(topics, [(formats or {}).get(t) for t in topics]),
         description=f"Raw pool {pool}: every event of {', '.join(topics)}, exactly once.",
         tags={"zync/stage": "raw"},
     )
     def raw_pool(
         context: AssetExecutionContext,
         config: IngestConfig,
-        spark: SparkResource,
-        kafka: KafkaResource,
-        schema_registry: SchemaRegistryResource,
+        zync_spark: SparkResource,
+        zync_kafka: KafkaResource,
+        zync_schema_registry: SchemaRegistryResource,
     ) -> MaterializeResult:
         end = offsets_from_json(json.loads(config.end_offsets)) if config.end_offsets else None
         result = ingest(
-            spark.session(), pool, topics, kafka.settings(), schema_registry.registry(), end,
+            zync_spark.session(), pool, topics, zync_kafka.settings(),
+            zync_schema_registry.registry(), end,
             missing_ok=True, formats=formats,
         )  # fmt: skip
         if result.run is None:
@@ -142,7 +151,7 @@ def raw_pool_asset(pool: str, topics: list[str], formats: dict[str, WireFormat] 
                 f"pool {pool}: read {', '.join(describe_range(r) for r in result.ranges)}; wrote "
                 f"{result.rows} rows, {result.dead_letters} dead letters (ingest run {result.run})"
             )
-        return raw_pool_materialization(spark.session(), result)
+        return raw_pool_materialization(zync_spark.session(), result)
 
     return raw_pool
 
@@ -202,14 +211,22 @@ def raw_pool_sensor(
 ):
     """`carries`: the assets downstream of the pool that its runs materialize too (staging,
     done, output topics): one run carries a change from Kafka to the output topic, where
-    a run per stage would pay a run's start and a sensor tick again at each stage."""
+    a run per stage would pay a run's start and a sensor tick again at each stage. The
+    runs are of job `raw_<pool>_run`, in-process whatever the Definitions' executor: the
+    stages share the run's one Spark session."""
+    carrier = define_asset_job(
+        f"raw_{pool}_run",
+        selection=[raw_key(pool), *carries],
+        executor_def=in_process_executor,
+        description=f"raw/{pool} and what it feeds, in one process: started by its sensor.",
+    )
 
     @sensor(
         name=f"raw_{pool}_kafka_sensor",
-        asset_selection=[raw_key(pool), *carries],
+        job=carrier,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,  # `dagster dev` starts it: no click needed
-        required_resource_keys={"kafka"},
+        required_resource_keys={"zync_kafka"},
         description=f"Starts raw/{pool} when its topics have offsets beyond the pool's cursors.",
     )
     def kafka_sensor(context: SensorEvaluationContext):
@@ -223,7 +240,7 @@ def raw_pool_sensor(
                 f"{feeder.describe()} ingests pool {pool}; its commits appear as materializations"
             )
         progress = recorded_progress(context, pool)
-        end = watch_for_new_data(context.resources.kafka.settings(), topics, progress)
+        end = watch_for_new_data(context.resources.zync_kafka.settings(), topics, progress)
         if end is None:
             return SkipReason(f"nothing beyond the cursors of pool {pool}")
         observed = json.dumps(offsets_to_json(end))

@@ -1,7 +1,8 @@
 """Dagster resources: Kafka, the schema registry and Spark, configured like the CLI.
 
 Every field defaults to None, meaning "as the environment / resources/*.json say",
-so the CLI and Dagster read one configuration.
+so the CLI and Dagster read one configuration. Their keys start with `zync_`, so that
+they sit beside a host project's own `spark` or `kafka` resources.
 """
 
 from __future__ import annotations
@@ -42,3 +43,12 @@ class SparkResource(ConfigurableResource):
         from zync_assets.spark import spark_session
 
         return spark_session("zync-dagster")
+
+
+def zync_resources() -> dict[str, ConfigurableResource]:
+    """The resources zync's assets, sensors and jobs ask for, by key."""
+    return {
+        "zync_spark": SparkResource(),
+        "zync_kafka": KafkaResource(),
+        "zync_schema_registry": SchemaRegistryResource(),
+    }

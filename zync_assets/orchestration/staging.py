@@ -22,6 +22,7 @@ from zync_assets.etl.run import EtlResult, run_etl
 from zync_assets.ingest.ranges import offsets_to_json
 from zync_assets.orchestration.raw import dead_letter_check, raw_key
 from zync_assets.orchestration.resources import SparkResource
+from zync_assets.orchestration.versions import POOL_KINDS, code_version
 from zync_assets.spec import Spec
 from zync_assets.status import expired_total, input_lags
 
@@ -78,6 +79,7 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
     ]
     if gated(spec):
         checks.append(AssetCheckSpec("no_stale_transactions", asset=staging_key(pool)))
+    version = code_version(spec.rules_of(pool), spec.shaper)
 
     @multi_asset(
         name=f"etl_{spec.name}_{pool}".replace("-", "_"),
@@ -86,6 +88,8 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
                 staging_key(pool),
                 deps=raw_deps,
                 group_name="staging",
+                kinds=POOL_KINDS,
+                code_version=version,
                 automation_condition=eager,
                 description=f"Output records of spec {spec.name} ({spec.path.name}).",
             ),
@@ -93,6 +97,8 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
                 done_key(pool),
                 deps=raw_deps,
                 group_name="done",
+                kinds=POOL_KINDS,
+                code_version=version,
                 automation_condition=eager,
                 description=f"Done records: input events of {spec.name} consumed into {pool}.",
             ),
@@ -100,8 +106,8 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
         check_specs=checks,
         can_subset=False,
     )
-    def etl_pool(context: AssetExecutionContext, spark: SparkResource):
-        session = spark.session()
+    def etl_pool(context: AssetExecutionContext, zync_spark: SparkResource):
+        session = zync_spark.session()
         (result,) = run_etl(session, spec, pool=pool)
         wrote = (
             f"wrote outputs {result.outputs}, {result.done} done records (ETL run {result.run})"

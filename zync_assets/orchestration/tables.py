@@ -22,6 +22,7 @@ from zync_assets.ingest.ranges import offsets_to_json
 from zync_assets.orchestration.raw import raw_key
 from zync_assets.orchestration.resources import SchemaRegistryResource, SparkResource
 from zync_assets.orchestration.staging import staging_key
+from zync_assets.orchestration.versions import POOL_KINDS, code_version
 from zync_assets.spec import Spec
 from zync_assets.stage_failures import clear_failure, explain, record_failure
 from zync_assets.tables.apply import TableResult, run_tables
@@ -81,6 +82,8 @@ def _table_asset(spec: Spec, table: TableDef):
         key=table_key(table.name),
         deps=[_source_key(table)],
         group_name="tables",
+        kinds=POOL_KINDS,
+        code_version=code_version(table),
         automation_condition=AutomationCondition.eager(),
         description=f"Lake table {table.name}: {kind} of topic {table.source}, keys "
         f"{', '.join(table.keys)} ({spec.path.name}).",
@@ -93,13 +96,13 @@ def _table_asset(spec: Spec, table: TableDef):
     )
     def lake_table(
         context: AssetExecutionContext,
-        spark: SparkResource,
-        schema_registry: SchemaRegistryResource,
+        zync_spark: SparkResource,
+        zync_schema_registry: SchemaRegistryResource,
     ) -> MaterializeResult:
-        registry = schema_registry.registry()
+        registry = zync_schema_registry.registry()
         what = f"table {table.name}"
         try:
-            (result,) = run_tables(spark.session(), spec, registry, only=table.name)
+            (result,) = run_tables(zync_spark.session(), spec, registry, only=table.name)
         except Exception as exc:  # recorded for `zync status`; the run fails with it
             record_failure(what, explain(exc), dt.datetime.now(dt.UTC))
             raise

@@ -24,6 +24,7 @@ from zync_assets.etl.state import read_state
 from zync_assets.orchestration.raw import topic_key
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
 from zync_assets.orchestration.staging import done_key, staging_key
+from zync_assets.orchestration.versions import TOPIC_KINDS, code_version
 from zync_assets.pools import pool_path
 from zync_assets.spec import Route, Spec
 from zync_assets.tokafka.sync import SyncResult, sync_pool
@@ -68,6 +69,8 @@ def _topic_spec(route: Route) -> dict[str, Any]:
         "key": topic_key(route.topic),
         "deps": [staging_key(route.pool), done_key(route.pool)],  # both in the staging pool
         "group_name": "kafka_out",
+        "kinds": TOPIC_KINDS,
+        "code_version": code_version(route),
         "automation_condition": AutomationCondition.eager(),
         "description": f"Output topic {route.topic}: staging pool {route.pool}'s records, "
         f"exactly once, {wire}",
@@ -78,14 +81,16 @@ def _topic_asset(spec: Spec, route: Route):
     @asset(**_topic_spec(route), tags={"zync/stage": "to-kafka"})
     def output_topic(
         context: AssetExecutionContext,
-        spark: SparkResource,
-        kafka: KafkaResource,
-        schema_registry: SchemaRegistryResource,
+        zync_spark: SparkResource,
+        zync_kafka: KafkaResource,
+        zync_schema_registry: SchemaRegistryResource,
     ) -> MaterializeResult:
         # Its topic alone; all the pool's if the pool's outputs turn out to carry source
         # transactions (a gated rule since taken out of the spec): sync_pool sends those
         # together.
-        results = _sync(context, spec, route.pool, [route.topic], spark, kafka, schema_registry)
+        results = _sync(
+            context, spec, route.pool, [route.topic], zync_spark, zync_kafka, zync_schema_registry
+        )
         mine = [r for r in results if r.topic == route.topic]
         return output_topic_materialization(spec, mine[0])
 
@@ -105,12 +110,14 @@ def _pool_topics_asset(spec: Spec, pool: str):
     )
     def pool_topics(
         context: AssetExecutionContext,
-        spark: SparkResource,
-        kafka: KafkaResource,
-        schema_registry: SchemaRegistryResource,
+        zync_spark: SparkResource,
+        zync_kafka: KafkaResource,
+        zync_schema_registry: SchemaRegistryResource,
     ) -> Iterator[MaterializeResult]:
         keys = [route.topic for route in routes]
-        for result in _sync(context, spec, pool, keys, spark, kafka, schema_registry):
+        for result in _sync(
+            context, spec, pool, keys, zync_spark, zync_kafka, zync_schema_registry
+        ):
             if result.topic in keys:
                 yield output_topic_materialization(spec, result)
 
@@ -119,13 +126,14 @@ def _pool_topics_asset(spec: Spec, pool: str):
 
 def _sync(
     context: AssetExecutionContext, spec: Spec, pool: str, topics: list[str],
-    spark: SparkResource, kafka: KafkaResource, schema_registry: SchemaRegistryResource,
+    zync_spark: SparkResource, zync_kafka: KafkaResource,
+    zync_schema_registry: SchemaRegistryResource,
 ) -> list[SyncResult]:  # fmt: skip
     """Sync `topics` of `pool` (all the pool's, if it sends them together), each in the
     format its route in `spec` gives."""
     formats = {r.topic: r.format.value for r in spec.outputs if r.pool == pool}
     results = sync_pool(
-        spark.session(), pool, kafka.settings(), schema_registry.registry(),
+        zync_spark.session(), pool, zync_kafka.settings(), zync_schema_registry.registry(),
         topics=topics, formats=formats,
     )  # fmt: skip
     for result in results:

@@ -1,0 +1,131 @@
+"""zync's Dagster definitions from its specs, ready to merge into a host project's.
+
+    kafka/<topic>  →  raw/<pool>  →  staging/<pool>, done/<pool>  →  kafka/<output topic>
+                                          ↘ table/<name> (lake tables)
+
+`build_zync_definitions(specs)` returns assets, checks, sensors, a job and a schedule that
+sit beside a host's own in one `Definitions.merge`: no executor (the host's applies),
+resources keyed `zync_spark`, `zync_kafka`, `zync_schema_registry`, and sensors that
+select only zync's assets. A raw pool's Kafka sensor starts runs of a job of its own
+that runs in-process whatever the host's executor: one Spark session carries a change
+through every stage downstream of the pool. The automation sensor starts the runs that
+other changes call for (a failed stage's retry, an asset materialized by hand); those
+use the Definitions' executor, which zync's own code location (`zync_assets.definitions`)
+sets to the in-process one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from dagster import (
+    AssetKey,
+    AssetsDefinition,
+    AssetSelection,
+    AssetSpec,
+    AutomationConditionSensorDefinition,
+    DefaultSensorStatus,
+    Definitions,
+    ExecutorDefinition,
+)
+
+from zync_assets.errors import ZyncError
+from zync_assets.orchestration.maintenance import maintenance_job, maintenance_schedule
+from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets, topic_key
+from zync_assets.orchestration.resources import zync_resources
+from zync_assets.orchestration.staging import done_key, etl_assets, staging_key
+from zync_assets.orchestration.tables import table_assets, table_key
+from zync_assets.orchestration.tokafka import output_topic_assets
+from zync_assets.settings import sensor_interval_seconds
+from zync_assets.spec import Spec, all_raw_pools
+
+AUTOMATION_SENSOR = "zync_automation"
+
+
+def _check_owners(specs: list[Spec]) -> None:
+    """A staging pool is written by one spec, and a lake table defined by one."""
+    _one_owner(specs, "staging pool", lambda spec: [r.pool for r in spec.outputs],
+               "give each spec its own staging pool")  # fmt: skip
+    _one_owner(specs, "table", lambda spec: [t.name for t in spec.tables],
+               "define each table in one spec")  # fmt: skip
+
+
+def _one_owner(specs: list[Spec], kind: str, names: Callable[[Spec], list[str]], fix: str) -> None:
+    owner: dict[str, str] = {}
+    for spec in specs:
+        for name in names(spec):
+            if owner.setdefault(name, spec.name) != spec.name:
+                raise ZyncError(f"{kind} {name} is in specs {owner[name]} and {spec.name}: {fix}")
+
+
+def automation_sensor(
+    interval: int, assets: Sequence[AssetsDefinition]
+) -> AutomationConditionSensorDefinition:
+    """Evaluates the eager conditions of zync's assets (and no host's): staging and output
+    topics follow new upstream data.
+
+    Explicit (rather than Dagster's default one) so that it runs from the start and as
+    often as the Kafka sensors.
+    """
+    return AutomationConditionSensorDefinition(
+        AUTOMATION_SENSOR,
+        target=AssetSelection.assets(*assets),
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=interval,
+        description="Starts staging/<pool> after its raw pools grow, kafka/<out> with it.",
+    )
+
+
+def downstream_of(pool: str, specs: list[Spec]) -> list[AssetKey]:
+    """The staging, done, output-topic and table assets that raw pool `pool` feeds."""
+    keys: list[AssetKey] = []
+    for spec in specs:
+        if pool not in spec.raw_pools():
+            continue
+        if spec.transforms:
+            for staging in spec.staging_pools():
+                keys += [staging_key(staging), done_key(staging)]
+            keys += [topic_key(route.topic) for route in spec.outputs]
+        keys += [table_key(t.name) for t in spec.tables if t.from_staging and spec.transforms]
+        keys += [table_key(t.name) for t in spec.tables if not t.from_staging]
+    return list(dict.fromkeys(keys))
+
+
+def build_zync_definitions(
+    specs: list[Spec],
+    *,
+    executor: ExecutorDefinition | None = None,
+    sensor_interval_s: int | None = None,
+) -> Definitions:
+    """zync's definitions for `specs` (see the module's text). `executor`: none by default,
+    so that they merge with a host's; `sensor_interval_s`: how often the sensors look
+    (default ZYNC_SENSOR_INTERVAL, else 1 s)."""
+    _check_owners(specs)
+    pools = all_raw_pools(specs)
+    formats = {topic: wire for spec in specs for topic, wire in spec.formats().items()}
+    interval = sensor_interval_s or sensor_interval_seconds()
+    topics = sorted({t for ts in pools.values() for t in ts})
+    staging = sorted({r.pool for spec in specs if spec.transforms for r in spec.outputs})
+    kept = [*pools, *staging]
+    upkeep = maintenance_job(kept)
+    external: list[AssetSpec] = topic_assets(topics, formats)
+    materialized: list[AssetsDefinition] = [
+        *(raw_pool_asset(pool, ts, formats) for pool, ts in pools.items()),
+        *(asset for spec in specs if spec.transforms for asset in etl_assets(spec)),
+        *(asset for spec in specs if spec.transforms for asset in output_topic_assets(spec)),
+        *(asset for spec in specs for asset in table_assets(spec)),
+    ]
+    return Definitions(
+        assets=[*external, *materialized],
+        sensors=[
+            *(
+                raw_pool_sensor(pool, ts, interval, downstream_of(pool, specs))
+                for pool, ts in pools.items()
+            ),
+            automation_sensor(interval, materialized),
+        ],
+        jobs=[upkeep],
+        schedules=[maintenance_schedule(upkeep, kept)],
+        resources=zync_resources(),
+        executor=executor,
+    )
