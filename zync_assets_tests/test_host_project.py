@@ -21,6 +21,7 @@ from dagster import (
     multiprocess_executor,
 )
 
+from zync_assets.errors import ZyncError
 from zync_assets.orchestration.definitions import AUTOMATION_SENSOR, build_zync_definitions
 from zync_assets.spec import load_spec
 
@@ -166,6 +167,10 @@ def test_a_defs_yaml_whose_specs_folder_is_missing_says_which_and_what_to_give()
             with sandbox.load_component_and_build_defs(defs_path=folder):
                 pass
         except Exception as exc:  # Dagster wraps the component's error in its own
-            assert "specs folder" in str(exc) and "nowhere" in str(exc), exc
+            chain: list[BaseException] = [exc]
+            while chain[-1].__cause__ is not None:
+                chain.append(chain[-1].__cause__)
+            assert isinstance(chain[-1], ZyncError), chain
+            assert "specs folder" in str(chain[-1]) and "nowhere" in str(chain[-1])
         else:
             raise AssertionError("a missing specs folder loaded")

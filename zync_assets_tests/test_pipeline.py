@@ -77,8 +77,8 @@ def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cl
     in the lane beside the warehouse path."""
     from dagster import AssetKey, DagsterInstance, build_sensor_context
 
-    from zync_assets.orchestration.definitions import build_zync_definitions
     from zync_assets.lease import pipeline_feeding
+    from zync_assets.orchestration.definitions import build_zync_definitions
     from zync_assets.orchestration.resources import KafkaResource
     from zync_assets.spec import load_spec
     from zync_assets.stack.pipeline import launch_pipeline, pipeline_service

@@ -55,18 +55,18 @@ def test_common_commands_print_nothing_third_party(
     env = stack.env(ZYNC_LAKE=str(tmp_path / "lake"))
     env.pop("ZYNC_SPARK_MASTER", None)
     connect = {**env, "ZYNC_SPARK_MASTER": spark_server}
-    lines = "\n".join(json.dumps({"key": {"id": i}, "value": {"id": i, "n": i}}) for i in range(3))
-    reshaped = json.dumps({"key": {"id": 9}, "value": {"id": 9, "n": 9, "note": "new field"}})
+    # Three values of one shape, then one with a field more: the driver's Java sender
+    # meets, within the run's one pass, a value shape it must register.
+    values = [{"id": i, "n": i} for i in range(3)] + [{"id": 9, "n": 9, "note": "new field"}]
+    lines = "\n".join(json.dumps({"key": {"id": v["id"]}, "value": v}) for v in values)
     # Local Spark (what a user gets by default) where its JVM could speak: ingest, ETL,
-    # to-kafka through the driver's Java sender (twice: the second meets a value shape it
-    # must register) and a query; the stack's Spark Connect server for the other readers.
+    # to-kafka through the driver's Java sender, and a query; the stack's Spark Connect
+    # server for the other readers.
     commands: list[tuple[list[str], dict[str, str], str | None]] = [
         (["produce", "--topic", topic], env, lines),
         (["ls"], env, None),
         (["info", "--topic", topic], env, None),
         (["consume", "--topic", topic, "--from-beginning", "--exit-after", "2s"], env, None),
-        (["run", spec_path], env, None),
-        (["produce", "--topic", topic], env, reshaped),
         (["run", spec_path], env, None),
         (["query", "SELECT count(*) AS n FROM QuietRaw"], env, None),
         (["status", spec_path], connect, None),
