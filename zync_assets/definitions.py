@@ -2,8 +2,8 @@
 
 Load with `dagster dev -m zync_assets.definitions` (or workspace.yaml). It runs every
 run in-process: one Spark session per run, not one per step. In a project of your own,
-call `zync_assets.orchestration.build_zync_definitions` instead (docs/dagster.md): this
-module reads the spec folder when imported.
+call `zync_assets.orchestration.definitions.build_zync_definitions` instead (README, "In
+your own Dagster project"): this module reads the spec folder when imported.
 """
 
 from __future__ import annotations
