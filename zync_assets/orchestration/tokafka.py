@@ -126,14 +126,13 @@ def _pool_topics_asset(spec: Spec, pool: str):
 
 def _sync(
     context: AssetExecutionContext, spec: Spec, pool: str, topics: list[str],
-    zync_spark: SparkResource, zync_kafka: KafkaResource,
-    zync_schema_registry: SchemaRegistryResource,
+    spark: SparkResource, kafka: KafkaResource, schema_registry: SchemaRegistryResource,
 ) -> list[SyncResult]:  # fmt: skip
     """Sync `topics` of `pool` (all the pool's, if it sends them together), each in the
     format its route in `spec` gives."""
     formats = {r.topic: r.format.value for r in spec.outputs if r.pool == pool}
     results = sync_pool(
-        zync_spark.session(), pool, zync_kafka.settings(), zync_schema_registry.registry(),
+        spark.session(), pool, kafka.settings(), schema_registry.registry(),
         topics=topics, formats=formats,
     )  # fmt: skip
     for result in results:
