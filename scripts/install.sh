@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs everything zync-assets needs, idempotently, into the project:
-#   .venv/              Python environment with the package (editable) and its pinned deps
+#   .venv/              Python environment with the package (editable), its stack and dev
+#                       extras, at the versions in scripts/constraints.txt
 #   .zync/m2/           Maven's download cache (so re-runs fetch nothing)
 #   .zync/jars/kafka/   Apache Kafka broker jars (run with java -cp)
 #   .zync/jars/registry/ Apicurio Registry (Quarkus fast-jar)
 #   .zync/jars/spark/   Delta Lake, Spark Kafka source and Avro jars, minus what PySpark ships
 #   .zync/jars/s3/      hadoop-aws and the AWS SDK modules, for a lake on S3 (ZYNC_LAKE=s3a://)
+#                       (both fetched by `zync jars`, as a library user fetches them)
 #   .zync/jars/s3proxy/ S3Proxy, the local S3 API server (`zync stack up --s3`, the tests)
-#   .zync/jars/zync/    zync's own Spark functions (jvm/src, compiled with javac against PySpark)
+#   zync_assets/jars/zync-spark.jar  zync's own Spark functions (jvm/, built by Maven with its
+#                       Java tests: jvm/build.sh, as a wheel build does)
 #   .zync/jars/class-data/ the local Spark driver's class-data archive (Java AppCDS)
 #   .zync/jars/connect/ a Kafka Connect worker; .zync/jars/connect-plugins/ holds Debezium's
 #                       PostgreSQL source and JDBC sink and an Avro converter (the CDC stack)
@@ -24,6 +27,7 @@ M2=$ZYNC_DIR/m2
 JARS=$ZYNC_DIR/jars
 mkdir -p "$ZYNC_DIR" "$JARS"
 export PIP_CACHE_DIR=$ZYNC_DIR/pip-cache
+export ZYNC_M2=$M2  # Maven's local repository for jvm/build.sh (the editable install runs it)
 
 say() { printf '[install] %s\n' "$*"; }
 die() { printf 'install: %s\n' "$*" >&2; exit 1; }
@@ -35,16 +39,20 @@ command -v mvn >/dev/null || die "Maven is missing: install it (Debian: apt-get 
 command -v python3 >/dev/null || die "python3 is missing: install Python 3.11"
 
 # 1. Python environment ------------------------------------------------------
-py_stamp=$(stamp_of pyproject.toml)
+py_stamp=$(stamp_of pyproject.toml scripts/constraints.txt)
 if [ ! -x .venv/bin/python ] || ! fresh .venv "$py_stamp"; then
   say "creating .venv and installing the package (pip)"
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[dev]'
+  .venv/bin/pip install -q -c scripts/constraints.txt -e '.[dev]'
   echo "$py_stamp" > .venv/.stamp
 else
   say ".venv is up to date"
 fi
+
+# 1b. zync's Spark functions (Avro <-> VARIANT for ingest and to-kafka), into the package ---------
+say "zync's Spark functions (jvm/build.sh: Maven, with the Java tests; skipped when up to date)"
+.venv/bin/python jvm/build_backend.py || die "jvm/build.sh failed (see above); re-run scripts/install.sh"
 
 # 2. Jars from Maven Central ----------------------------------------------------
 fetch_deps() {  # fetch_deps NAME POM
@@ -65,28 +73,11 @@ fetch_deps() {  # fetch_deps NAME POM
 
 fetch_deps kafka scripts/maven/kafka.pom.xml
 
-prune_shipped() {  # prune_shipped DIR: PySpark ships its own jackson/hadoop/parquet/log4j/
-  # scala/netty: keep only the jars it lacks, so ours never shadow Spark's.
-  [ -f "$1/.pruned" ] && return
-  .venv/bin/python - "$1" <<'PY'
-import os, re, sys
-import pyspark
-def artifact(name: str) -> str:
-    return re.sub(r"-\d[\w.\-]*\.jar$", "", name)
-shipped = {artifact(n) for n in os.listdir(os.path.join(os.path.dirname(pyspark.__file__), "jars"))}
-target = sys.argv[1]
-for name in os.listdir(target):
-    if name.endswith(".jar") and artifact(name) in shipped:
-        os.remove(os.path.join(target, name))
-PY
-  touch "$1/.pruned"
-}
-
-fetch_deps spark scripts/maven/spark.pom.xml
-prune_shipped "$JARS/spark"
-# A lake on S3 (hadoop-aws + AWS SDK modules) and the local S3 API server (S3Proxy).
-fetch_deps s3 scripts/maven/s3.pom.xml
-prune_shipped "$JARS/s3"
+# Delta Lake, Spark's Kafka source and Avro; hadoop-aws and the AWS SDK for a lake on S3.
+say "Spark's jars (zync jars)"
+.venv/bin/zync jars --s3 --into "$JARS" --maven-repo "$M2" > /dev/null \
+  || die "zync jars could not fetch Spark's jars (see above); re-run scripts/install.sh"
+# The local S3 API server (S3Proxy).
 fetch_deps s3proxy scripts/maven/s3proxy.pom.xml
 
 reg_stamp=$(stamp_of scripts/maven/registry.pom.xml)
@@ -101,23 +92,7 @@ else
   say "registry jars are up to date"
 fi
 
-# 3. zync's Spark functions (Avro <-> VARIANT for ingest and to-kafka), built against PySpark --
-jvm_stamp=$(stamp_of pyproject.toml scripts/maven/spark.pom.xml jvm/src/zync/spark/*.java)
-if ! fresh "$JARS/zync" "$jvm_stamp"; then
-  say "compiling zync's Spark functions (javac)"
-  command -v javac >/dev/null || die "javac is missing: install a JDK 17+, not only a JRE (Debian: apt-get install openjdk-17-jdk-headless)"
-  pyspark_jars=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
-  rm -rf "$ZYNC_DIR/jvm-build" "$JARS/zync" && mkdir -p "$ZYNC_DIR/jvm-build" "$JARS/zync"
-  # PySpark's jars, and ours for the Kafka client (to-kafka's sender runs in the driver JVM).
-  javac -nowarn --release 17 -cp "$pyspark_jars/*:$JARS/spark/*" -d "$ZYNC_DIR/jvm-build" jvm/src/zync/spark/*.java \
-    || die "javac could not compile jvm/src (see above); re-run scripts/install.sh"
-  jar cf "$JARS/zync/zync-spark.jar" -C "$ZYNC_DIR/jvm-build" .
-  echo "$jvm_stamp" > "$JARS/zync/.stamp"
-else
-  say "zync's Spark functions are up to date"
-fi
-
-# 3b. The Spark driver's class-data archive (about 40% off a local driver's start-up) -------------
+# 3. The Spark driver's class-data archive (about 40% off a local driver's start-up) -------------
 # Named by a digest of the Java and the jars: a fresh one is built whenever either changes.
 say "the Spark driver's class-data archive (built once for this Java and these jars)"
 # Only start-up time hangs on it: without one, Spark starts as it did before.

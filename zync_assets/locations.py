@@ -14,15 +14,19 @@ def state_dir() -> Path:
 
 
 def jars_dir() -> Path:
-    """Jars fetched by scripts/install.sh (`$ZYNC_JARS`, else the checkout's `.zync/jars`)."""
+    """The jar cache: `$ZYNC_JARS`; else a checkout's `.zync/jars` (scripts/install.sh
+    fills it), or the working directory's; else the user's cache,
+    `~/.cache/zync-assets/jars` (`zync jars` fills it)."""
     if "ZYNC_JARS" in os.environ:
         return Path(os.environ["ZYNC_JARS"]).resolve()
     for candidate in (_PACKAGE_ROOT / ".zync" / "jars", state_dir() / "jars"):
         if candidate.is_dir():
             return candidate
-    return _PACKAGE_ROOT / ".zync" / "jars"
+    cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache_home) / "zync-assets" / "jars"
 
 
+# The local stack's servers (Kafka, the registry, Connect, S3Proxy) come with a checkout.
 INSTALL_HINT = "run scripts/install.sh"
 
 

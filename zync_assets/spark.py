@@ -1,8 +1,8 @@
 """The SparkSession zync uses: Delta enabled, jars from the local cache, never resolved online.
 
 `ZYNC_SPARK_MASTER` picks the master (default `local[*]`); an `sc://` URL connects
-through Spark Connect instead. Properties come from `resources/spark.conf`
-(or `$ZYNC_SPARK_CONF`).
+through Spark Connect instead. Properties come from the package's spark-defaults.conf,
+with the project's `resources/spark.conf` (or `$ZYNC_SPARK_CONF`) over them.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from zync_assets.errors import ZyncError
+from zync_assets.jars import FETCH_HINT, functions_jar
 from zync_assets.lake_store import is_object_store, lake_keys, lake_uri, spark_conf_for_lake
-from zync_assets.locations import INSTALL_HINT, jars_dir
+from zync_assets.locations import jars_dir
 from zync_assets.settings import spark_master
 from zync_assets.spark_archive import dump_options, java_options
 from zync_assets.spark_functions import quiet_query_errors, register_functions
@@ -30,6 +31,7 @@ _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # 1.5x faster once warm. ZYNC_SPARK_FAST_START=0 turns them off for any command.
 _FAST_START_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 SPARK_LOG4J2 = Path(__file__).resolve().parent / "log4j2-spark.properties"
+SPARK_DEFAULTS = Path(__file__).resolve().parent / "spark-defaults.conf"
 
 
 def read_spark_conf(path: Path) -> dict[str, str]:
@@ -46,6 +48,15 @@ def read_spark_conf(path: Path) -> dict[str, str]:
     return conf
 
 
+def spark_conf() -> dict[str, str]:
+    """zync's Spark properties: the package's defaults (Delta's extension and catalog,
+    small-machine settings), then the project's own file over them."""
+    conf = read_spark_conf(SPARK_DEFAULTS)
+    if (project_file := spark_conf_file()) is not None:
+        conf |= read_spark_conf(project_file)
+    return conf
+
+
 def spark_conf_file() -> Path | None:
     if os.environ.get("ZYNC_SPARK_CONF"):
         return Path(os.environ["ZYNC_SPARK_CONF"])
@@ -56,17 +67,14 @@ def spark_conf_file() -> Path | None:
 
 
 def spark_jars() -> list[str]:
-    """Delta Lake, the Kafka source, Avro, and zync's own functions (ZYNC_FUNCTIONS); with
-    an S3 lake, hadoop-aws and the AWS SDK modules it needs too (only then: executors
-    fetch every jar in the list from the driver)."""
+    """Delta Lake, the Kafka source, Avro (the jar cache), and zync's own functions (in the
+    package); with an S3 lake, hadoop-aws and the AWS SDK modules it needs too (only then:
+    executors fetch every jar in the list from the driver)."""
     folder = jars_dir() / "spark"
     jars = sorted(str(p) for p in folder.glob("*.jar"))
     if not any("delta-spark" in Path(j).name for j in jars):
-        raise ZyncError(f"the Delta Lake jars are missing from {folder}; {INSTALL_HINT}")
-    own = jars_dir() / "zync" / "zync-spark.jar"
-    if not own.is_file():
-        raise ZyncError(f"zync's Spark functions are missing ({own}); {INSTALL_HINT}")
-    return [*jars, *_object_store_jars(), str(own)]
+        raise ZyncError(f"the Delta Lake jars are missing from {folder}; {FETCH_HINT}")
+    return [*jars, *_object_store_jars(), str(functions_jar())]
 
 
 def _object_store_jars() -> list[str]:
@@ -75,7 +83,10 @@ def _object_store_jars() -> list[str]:
     folder = jars_dir() / "s3"
     jars = sorted(str(p) for p in folder.glob("*.jar"))
     if not any("hadoop-aws" in Path(j).name for j in jars):
-        raise ZyncError(f"the S3 jars (hadoop-aws) are missing from {folder}; {INSTALL_HINT}")
+        raise ZyncError(
+            f"the S3 jars (hadoop-aws) are missing from {folder}; fetch them with `zync jars "
+            "--s3` (in a checkout: scripts/install.sh)"
+        )
     return jars
 
 
@@ -155,8 +166,7 @@ def spark_session(
         from zync_assets.spark_connect import connect_session
 
         return connect_session(master, app_name)
-    conf_file = spark_conf_file()
-    conf = read_spark_conf(conf_file) if conf_file else {}
+    conf = spark_conf()
     jars = spark_jars()
     opts = [
         dump_options(dump_class_archive) if dump_class_archive else _archive_options(jars),
@@ -170,7 +180,7 @@ def spark_session(
     # (`zync run --tables-loop`): FAIR lets each loop's jobs run beside the other's
     # (in_scheduler_pool), not after them. Jobs in no pool share one FIFO pool, as before.
     fair = {"spark.scheduler.mode": "FAIR"} if long_lived else {}
-    # The user's spark.conf wins over zync's defaults (S3 settings, scheduling).
+    # The properties of spark_conf() win over those zync derives (S3 settings, scheduling).
     conf = spark_conf_for_lake(lake) | fair | conf
     conf |= {
         "spark.master": master,

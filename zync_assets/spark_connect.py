@@ -71,7 +71,8 @@ def connect_session(url: str, app_name: str, new: bool = False) -> SparkSession:
         if "Can not load class" in str(exc):  # Spark's words for a jar missing on the server
             raise ZyncError(
                 f"the Spark Connect server at {url} lacks zync's functions "
-                "(.zync/jars/zync/zync-spark.jar): start it with `zync stack up`"
+                "(zync_assets/jars/zync-spark.jar): start it with `zync stack up`, or "
+                "pass that jar to your server's --jars"
             ) from exc
         raise
     quiet_query_errors()

@@ -201,3 +201,10 @@ def project_spec_folder() -> Path | None:
 
 def find_specs(folder: str | Path = "etl_specs") -> list[Path]:
     return sorted(Path(folder).glob("*.yaml")) + sorted(Path(folder).glob("*.yml"))
+
+
+def load_specs(folder: str | Path) -> list[Spec]:
+    """Every spec file (`*.yaml`, `*.yml`) in `folder`, read and checked."""
+    if not Path(folder).is_dir():
+        raise ZyncError(f"specs folder {folder} does not exist: give a folder of zync spec files")
+    return [load_spec(path) for path in find_specs(folder)]

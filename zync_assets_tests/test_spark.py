@@ -49,10 +49,7 @@ def test_a_local_driver_maps_its_classes_from_installs_archive(tmp_path: Path) -
     assert archive is not None and archive.is_file(), f"install built no archive: {archive}"
     loads = tmp_path / "class-load.log"
     conf = tmp_path / "spark.conf"
-    conf.write_text(
-        Path("resources/spark.conf").read_text()
-        + f"\nspark.driver.extraJavaOptions -Xlog:class+load=info:file={loads}\n"
-    )
+    conf.write_text(f"spark.driver.extraJavaOptions -Xlog:class+load=info:file={loads}\n")
     env = {**os.environ, "ZYNC_SPARK_CONF": str(conf), "ZYNC_LAKE": str(tmp_path / "lake")}
     assert zync_ok("query", "SELECT 1 AS x", env=env).strip() == '{"x": 1}'
     lines = loads.read_text().splitlines()
@@ -110,3 +107,21 @@ def test_a_call_stopped_midway_leaves_the_session_usable_once_its_connection_is_
     drop_thread_connection(spark)
     assert jvm.java.lang.Integer.valueOf(7) == 7
     assert spark.range(3).count() == 3
+
+
+def test_a_projects_spark_conf_is_read_over_zyncs_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package carries what every session needs (Delta's extension and catalog); a
+    project's file only says what it changes."""
+    from zync_assets.spark import spark_conf
+
+    own = tmp_path / "spark.conf"
+    own.write_text("spark.driver.memory 6g\nspark.sql.shuffle.partitions 16\n")
+    monkeypatch.setenv("ZYNC_SPARK_CONF", str(own))
+    conf = spark_conf()
+    assert conf["spark.driver.memory"] == "6g" and conf["spark.sql.shuffle.partitions"] == "16"
+    assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    monkeypatch.delenv("ZYNC_SPARK_CONF")
+    monkeypatch.chdir(tmp_path)  # no resources/ here: the checkout's file overrides nothing
+    assert spark_conf()["spark.driver.memory"] == "2g"

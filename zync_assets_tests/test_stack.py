@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from zync_assets import jars
 from zync_assets.errors import ZyncError
 from zync_assets.settings import RegistrySettings
 from zync_assets.spark import spark_jars
@@ -36,20 +37,22 @@ def test_missing_jars_point_at_the_installer(tmp_path: Path) -> None:
     assert "jars are missing" in done.stderr and "scripts/install.sh" in done.stderr
 
 
-def test_missing_zync_functions_point_at_the_installer(
+def test_missing_spark_jars_point_at_zync_jars(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    monkeypatch.setenv("ZYNC_JARS", str(tmp_path))
+    with pytest.raises(ZyncError, match=r"Delta Lake jars are missing .*`zync jars`"):
+        spark_jars()
     (tmp_path / "spark").mkdir()
     (tmp_path / "spark" / "delta-spark_4.2_2.13-4.4.0.jar").touch()
-    monkeypatch.setenv("ZYNC_JARS", str(tmp_path))
-    with pytest.raises(ZyncError, match=r"zync's Spark functions are missing .*run scripts/inst"):
-        spark_jars()
-    (tmp_path / "zync").mkdir()
-    (tmp_path / "zync" / "zync-spark.jar").touch()
-    assert [Path(j).name for j in spark_jars()] == [
-        "delta-spark_4.2_2.13-4.4.0.jar",
-        "zync-spark.jar",
+    # zync's own functions come from the package, not the cache.
+    assert spark_jars() == [
+        str(tmp_path / "spark" / "delta-spark_4.2_2.13-4.4.0.jar"),
+        str(jars.FUNCTIONS_JAR),
     ]
+    monkeypatch.setattr(jars, "FUNCTIONS_JAR", tmp_path / "zync-spark.jar")
+    with pytest.raises(ZyncError, match=r"functions jar is missing from the package .*jvm/build"):
+        spark_jars()
 
 
 def test_missing_java_is_explained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -78,6 +78,10 @@ COMMANDS = {
     "pool": LazyCommand(
         _POOLS, "pool", "List, maintain or drop pools (Delta tables under $ZYNC_LAKE)."
     ),
+    "jars": LazyCommand(
+        "zync_assets.cli.jars", "jars_command",
+        "Fetch Delta Lake's, Spark's Kafka and Avro jars with Maven into the jar cache, once.",
+    ),
     "table": LazyCommand(
         "zync_assets.cli.tables", "table",
         "Apply, and look back at, lake tables (SCD1 / SCD2; see docs/tables.md).",
@@ -123,6 +127,10 @@ def zync(verbose: bool) -> None:
             handler.addFilter(QuietPy4J())
 
 
+# What only the local stack and the demo import (the `stack` extra of pyproject.toml).
+STACK_ONLY_MODULES = {"psycopg", "cryptography", "requests", "dagster_webserver"}
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every failure is one line on stderr and a non-zero exit."""
     try:
@@ -142,6 +150,13 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if os.environ.get("ZYNC_DEBUG"):
             raise
+        if isinstance(exc, ModuleNotFoundError) and exc.name in STACK_ONLY_MODULES:
+            click.echo(
+                f"zync: error: the local stack and the demo need {exc.name}, which a library "
+                "install leaves out: pip install 'zync-assets[stack]'",
+                err=True,
+            )
+            sys.exit(1)
         from zync_assets.spark_connect import connect_failure  # PySpark: only on a failure
 
         if (lost := connect_failure(exc)) is not None:  # the Spark Connect server went away

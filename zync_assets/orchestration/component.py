@@ -20,7 +20,7 @@ from dagster.components import Component, ComponentLoadContext, Resolvable
 
 from zync_assets.errors import ZyncError
 from zync_assets.orchestration.definitions import build_zync_definitions
-from zync_assets.spec import find_specs, load_spec
+from zync_assets.spec import load_specs
 
 
 @dataclass
@@ -37,5 +37,4 @@ class ZyncComponent(Component, Resolvable):
                 f"{context.path / 'defs.yaml'}: specs folder {folder} does not exist: "
                 "give `specs:` a folder of zync spec files, relative to the defs.yaml"
             )
-        specs = [load_spec(path) for path in find_specs(folder)]
-        return build_zync_definitions(specs, sensor_interval_s=self.sensor_interval_s)
+        return build_zync_definitions(load_specs(folder), sensor_interval_s=self.sensor_interval_s)

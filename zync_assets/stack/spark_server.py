@@ -17,7 +17,7 @@ from pathlib import Path
 import pyspark
 
 from zync_assets.lake_store import lake_uri, spark_conf_for_lake
-from zync_assets.spark import SPARK_LOG4J2, read_spark_conf, spark_conf_file, spark_jars
+from zync_assets.spark import SPARK_LOG4J2, spark_conf, spark_jars
 from zync_assets.spark_connect import server_answers
 from zync_assets.stack.java import find_java
 from zync_assets.stack.process import Running, Service
@@ -37,9 +37,9 @@ def spark_service(state: Path) -> Service:
 
 def server_command(port: int, warehouse: Path) -> list[str]:
     """`spark-submit --class SparkConnectServer` with zync's jars and Spark properties."""
-    conf_file = spark_conf_file()
-    conf = read_spark_conf(conf_file) if conf_file else {}
-    conf = spark_conf_for_lake(lake_uri()) | conf  # the server writes the lake; the file wins
+    conf = (
+        spark_conf_for_lake(lake_uri()) | spark_conf()
+    )  # the server writes the lake; the file wins
     java_options = f"-Dlog4j2.configurationFile={SPARK_LOG4J2}"
     if conf.get("spark.driver.extraJavaOptions"):
         java_options += " " + conf["spark.driver.extraJavaOptions"]

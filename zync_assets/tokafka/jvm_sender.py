@@ -14,9 +14,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.errors import ZyncError
+from zync_assets.jars import FUNCTIONS_JAR
 from zync_assets.kafka import clients
 from zync_assets.kafka.java_config import java_client_config
-from zync_assets.locations import INSTALL_HINT, jars_dir
 from zync_assets.settings import KafkaSettings
 from zync_assets.tokafka.encode import Encoding, Span
 from zync_assets.tokafka.send import (
@@ -155,8 +155,8 @@ def java_class(jvm: Any, name: str) -> JavaClass:
         found = getattr(found, part)
     if not isinstance(found, JavaClass):
         raise ZyncError(
-            f"zync's Spark functions in {jars_dir() / 'zync'} have no {name}: they were built "
-            f"from older sources; {INSTALL_HINT}"
+            f"zync's Spark functions ({FUNCTIONS_JAR}) have no {name}: they were built from "
+            "older sources; rebuild them with jvm/build.sh (in a checkout: scripts/install.sh)"
         )
     return found
 

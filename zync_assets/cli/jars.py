@@ -1,0 +1,32 @@
+"""`zync jars`: fetch the jars zync's Spark sessions load into the jar cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from zync_assets import jars
+from zync_assets.locations import jars_dir
+
+
+@click.command("jars")
+@click.option("--s3", is_flag=True, help="Also fetch hadoop-aws and the AWS SDK (a lake on S3).")
+@click.option(
+    "--into", type=click.Path(file_okay=False, path_type=Path),
+    help="The jar cache to fill (default: $ZYNC_JARS, else ~/.cache/zync-assets/jars).",
+)  # fmt: skip
+@click.option(
+    "--maven-repo", type=click.Path(file_okay=False, path_type=Path),
+    help="Maven's local repository to resolve into (default: Maven's own, ~/.m2/repository).",
+)  # fmt: skip
+def jars_command(s3: bool, into: Path | None, maven_repo: Path | None) -> None:
+    """Fetch Delta Lake, Spark's Kafka source and Avro (with --s3, hadoop-aws and the AWS SDK)
+    with Maven into the jar cache, once; zync's own functions ship in the package."""
+    cache = (into or jars_dir()).resolve()
+    for name in ["spark", "s3"] if s3 else ["spark"]:
+        fetched = jars.fetch(name, cache, maven_repo=maven_repo.resolve() if maven_repo else None)
+        click.echo(
+            f"{name} jars {'fetched into' if fetched else 'are up to date in'} {cache / name}"
+        )
+    click.echo(f"zync's Spark functions: {jars.functions_jar()}")
