@@ -25,6 +25,8 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "build_zync_definitions": "zync_assets.orchestration.definitions",
     "ZyncComponent": "zync_assets.orchestration.component",
+    "ZyncTranslator": "zync_assets.orchestration.naming",
+    "ZyncAsset": "zync_assets.orchestration.naming",
     "load_spec": "zync_assets.spec",
     "load_specs": "zync_assets.spec",
     "Spec": "zync_assets.spec",
@@ -32,8 +34,10 @@ _PUBLIC = {
 }
 __all__ = [
     "Spec",
+    "ZyncAsset",
     "ZyncComponent",
     "ZyncError",
+    "ZyncTranslator",
     "__version__",
     "build_zync_definitions",
     "load_spec",
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
     from zync_assets.errors import ZyncError
     from zync_assets.orchestration.component import ZyncComponent
     from zync_assets.orchestration.definitions import build_zync_definitions
+    from zync_assets.orchestration.naming import ZyncAsset, ZyncTranslator
     from zync_assets.spec import Spec, load_spec, load_specs
 
 

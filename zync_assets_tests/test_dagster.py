@@ -55,6 +55,11 @@ def test_sensor_requests_a_run_only_when_kafka_has_something_new(
     request = first.run_requests[0]
     config = request.run_config["ops"]["raw__SensorPool"]["config"]
     assert json.loads(config["end_offsets"]) == {topic: {"0": 2}}
+    # What it saw is the input topic's observation: its high-water marks, its data version.
+    (observed,) = first.asset_events
+    assert observed.asset_key == AssetKey(["kafka", topic])
+    assert observed.metadata["high_water_marks"].value == {"0": 2}
+    assert observed.tags["dagster/data_version"] == "0:2"
 
     produce_json(stack, topic, [(None, {"n": 3})])  # arrives after the observation
     result = materialize(
@@ -76,6 +81,7 @@ def test_sensor_requests_a_run_only_when_kafka_has_something_new(
     )  # fmt: skip
     quiet = evaluate(defs, instance, name)
     assert quiet.run_requests == [] and "nothing beyond the cursors" in quiet.skip_message
+    assert quiet.asset_events == []  # nothing new, nothing observed
 
 
 def test_a_sensor_evaluation_notices_a_change_that_arrives_while_it_watches(
@@ -181,6 +187,58 @@ def test_raw_then_staging_and_done_materialize_with_passing_checks(
         "flow_current": 3, "flow_history": 3,
     }  # fmt: skip
     assert json.loads(tables["flow_history"]["cursors"].value) == {topic: {"0": 3}}
+
+
+def test_a_failed_blocking_check_stops_the_sync_to_kafka_until_a_pass_checks_out(
+    spark, stack: Stack, topic: str, tmp_path: Path, lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A staging pass whose outputs are not dense must not reach the warehouse: not in the
+    run that made it, not through the automation after it."""
+    from dagster import evaluate_automation_conditions
+
+    from zync_assets.etl.checks import Check
+    from zync_assets.kafka.clients import cluster_metadata
+    from zync_assets.orchestration import staging
+    from zync_assets.orchestration.staging import staging_key
+
+    spec = stateless_spec(tmp_path / "gap.yaml", topic, "GapRaw", "GapStaging",
+                          'sql: "in.key AS key, in.value AS value"')  # fmt: skip
+    defs = build_zync_definitions([load_spec(spec)])
+    out = AssetKey(["kafka", f"{topic}_out"])
+    everything = [
+        defs.get_assets_def(k) for k in (raw_key("GapRaw"), staging_key("GapStaging"), out)
+    ]
+    instance = DagsterInstance.ephemeral()
+    produce_json(stack, topic, [(None, {"n": i}) for i in range(3)])
+    checked = staging.run_checks
+
+    def with_a_gap(session, result):  # the fault: this pass's output offsets have a hole
+        return [Check(c.name, False, "injected: offset 1 missing")
+                if c.name == "dense_output_offsets" else c for c in checked(session, result)]  # fmt: skip
+
+    monkeypatch.setattr(staging, "run_checks", with_a_gap)
+    failed = materialize(everything, instance=instance, resources=defs.resources,
+                         raise_on_error=False)  # fmt: skip
+    checks = {e.check_name: e.passed for e in failed.get_asset_check_evaluations()}
+    assert checks["dense_output_offsets"] is False  # the fault landed
+    assert not failed.success
+    assert out not in {m.asset_key for m in failed.get_asset_materialization_events()}
+    assert f"{topic}_out" not in cluster_metadata(stack.kafka).topics  # nothing was sent
+
+    # A later pass fails its check too, in a run without the topic: the automation, which
+    # would send what staging gained, must not.
+    before = evaluate_automation_conditions(defs=defs, instance=instance)
+    produce_json(stack, topic, [(None, {"n": 3})])
+    again = materialize(everything[:2], instance=instance, resources=defs.resources,
+                        raise_on_error=False)  # fmt: skip
+    assert not again.success
+    later = evaluate_automation_conditions(defs=defs, instance=instance, cursor=before.cursor)
+    assert later.get_num_requested(out) == 0
+
+    monkeypatch.setattr(staging, "run_checks", checked)
+    mended = materialize(everything[1:], instance=instance, resources=defs.resources)
+    assert mended.success
+    assert [r.value for r in read_topic(stack, f"{topic}_out")] == [{"n": i} for i in range(4)]
 
 
 def test_dagster_cli_materializes_a_raw_pool(

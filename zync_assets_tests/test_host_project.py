@@ -19,10 +19,13 @@ from dagster import (
     asset,
     in_process_executor,
     multiprocess_executor,
+    validate_run_config,
 )
 
 from zync_assets.errors import ZyncError
 from zync_assets.orchestration.definitions import AUTOMATION_SENSOR, build_zync_definitions
+from zync_assets.orchestration.naming import ZyncAsset, ZyncTranslator
+from zync_assets.orchestration.raw import ingest_run_config
 from zync_assets.spec import load_spec
 
 SPEC = """
@@ -141,15 +144,15 @@ def test_a_defs_yaml_naming_a_folder_of_specs_is_all_a_dg_project_needs() -> Non
         (folder / "specs").mkdir(parents=True)
         (folder / "specs" / "orders.yaml").write_text(SPEC % "in.key AS key")
         (folder / "defs.yaml").write_text(
-            "type: zync_assets.orchestration.component.ZyncComponent\n"
-            "attributes:\n  specs: specs\n  sensor_interval_s: 5\n"
+            "type: zync_assets.ZyncComponent\n"  # the package's short name, as the README gives it
+            "attributes:\n  specs: specs\n  sensor_interval_s: 5\n  key_prefix: shop\n"
         )
         with sandbox.load_component_and_build_defs(defs_path=folder) as (component, defs):
             assert isinstance(component, ZyncComponent)
             keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
-            assert {"kafka/orders", "raw/OrdersRaw", "staging/OrdersStaging",
-                    "kafka/orders_out", "table/orders_current"} <= keys  # fmt: skip
-            sensor = defs.resolve_sensor_def("raw_OrdersRaw_kafka_sensor")
+            assert {"shop/kafka/orders", "shop/raw/OrdersRaw", "shop/staging/OrdersStaging",
+                    "shop/kafka/orders_out", "shop/table/orders_current"} <= keys  # fmt: skip
+            sensor = defs.resolve_sensor_def("shop_raw_OrdersRaw_kafka_sensor")
             assert sensor.minimum_interval_seconds == 5
 
 
@@ -174,3 +177,59 @@ def test_a_defs_yaml_whose_specs_folder_is_missing_says_which_and_what_to_give()
             assert "specs folder" in str(chain[-1]) and "nowhere" in str(chain[-1])
         else:
             raise AssertionError("a missing specs folder loaded")
+
+
+class TeamNames(ZyncTranslator):
+    """A host's own names: its topics under cdc/topics, one group, an owner and a tag."""
+
+    def asset_key(self, asset: ZyncAsset) -> AssetKey:
+        if asset.kind == "topic":
+            return AssetKey(["cdc", "topics", asset.name])
+        return super().asset_key(asset)
+
+    def group_name(self, asset: ZyncAsset) -> str:
+        return "cdc"
+
+    def owners(self, asset: ZyncAsset) -> list[str]:
+        return ["team:data-platform"]
+
+    def tags(self, asset: ZyncAsset) -> dict[str, str]:
+        return {"domain": "shop"}
+
+
+def test_a_translator_and_a_key_prefix_name_every_asset_sensor_and_job(tmp_path: Path) -> None:
+    spec = tmp_path / "orders.yaml"
+    spec.write_text(SPEC % "in.key AS key, in.after AS value")
+    zync = build_zync_definitions([load_spec(spec)], key_prefix="shop", translator=TeamNames())
+
+    @asset(deps=[AssetKey(["shop", "cdc", "topics", "orders_out"])])
+    def revenue() -> None: ...
+
+    merged = Definitions.merge(zync, Definitions(assets=[revenue]))
+    Definitions.validate_loadable(merged)
+    graph = merged.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    assert keys == {
+        "shop/cdc/topics/orders", "shop/raw/OrdersRaw", "shop/staging/OrdersStaging",
+        "shop/done/OrdersStaging", "shop/cdc/topics/orders_out", "shop/table/orders_current",
+        "revenue",
+    }  # fmt: skip
+    raw = graph.get(AssetKey(["shop", "raw", "OrdersRaw"]))
+    assert raw.parent_keys == {AssetKey(["shop", "cdc", "topics", "orders"])}
+    assert raw.group_name == "cdc" and raw.owners == ["team:data-platform"]
+    assert raw.tags["domain"] == "shop" and raw.tags["zync/stage"] == "raw"
+    assert graph.get(AssetKey("revenue")).parent_keys == {
+        AssetKey(["shop", "cdc", "topics", "orders_out"])
+    }
+    # Sensors and jobs are named under the prefix, carry the renamed assets, and the run
+    # config a sensor asks for fits its job's renamed op.
+    sensor = merged.resolve_sensor_def("shop_raw_OrdersRaw_kafka_sensor")
+    job = merged.resolve_job_def(sensor.job_name)
+    assert sensor.job_name == "shop_raw_OrdersRaw_run"
+    assert {k.to_user_string() for k in job.asset_layer.selected_asset_keys} == {
+        "shop/raw/OrdersRaw", "shop/staging/OrdersStaging", "shop/done/OrdersStaging",
+        "shop/cdc/topics/orders_out", "shop/table/orders_current",
+    }  # fmt: skip
+    validate_run_config(job, ingest_run_config(AssetKey(["shop", "raw", "OrdersRaw"]), ""))
+    automation = merged.resolve_sensor_def("shop_" + AUTOMATION_SENSOR).asset_selection
+    assert automation is not None and AssetKey("revenue") not in automation.resolve(graph)

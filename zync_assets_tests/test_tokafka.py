@@ -391,7 +391,7 @@ def test_a_jar_built_from_older_sources_points_at_the_installer(spark) -> None:
 
     assert java_class(spark._jvm, SENDER_CLASS) is not None
     assert java_class(spark._jvm, FETCH_CLASS).Result is not None
-    with pytest.raises(ZyncError, match=r"have no zync\.spark\.Nope: .*run scripts/install\.sh"):
+    with pytest.raises(ZyncError, match=r"have no zync\.spark\.Nope: .*jvm/build\.sh"):
         java_class(spark._jvm, "zync.spark.Nope")
 
 

@@ -22,7 +22,10 @@ from zync_assets.locations import jars_dir
 )  # fmt: skip
 def jars_command(s3: bool, into: Path | None, maven_repo: Path | None) -> None:
     """Fetch Delta Lake, Spark's Kafka source and Avro (with --s3, hadoop-aws and the AWS SDK)
-    with Maven into the jar cache, once; zync's own functions ship in the package."""
+    with Maven into the jar cache, once.
+
+    Maven's own settings apply (mirrors, credentials). zync's own Spark functions ship in
+    the package; Spark's jars that PySpark already has are left out."""
     cache = (into or jars_dir()).resolve()
     for name in ["spark", "s3"] if s3 else ["spark"]:
         fetched = jars.fetch(name, cache, maven_repo=maven_repo.resolve() if maven_repo else None)

@@ -80,7 +80,8 @@ COMMANDS = {
     ),
     "jars": LazyCommand(
         "zync_assets.cli.jars", "jars_command",
-        "Fetch Delta Lake's, Spark's Kafka and Avro jars with Maven into the jar cache, once.",
+        "Fetch Delta Lake, Spark's Kafka source and Avro (with --s3, hadoop-aws and the AWS "
+        "SDK) with Maven into the jar cache, once.",
     ),
     "table": LazyCommand(
         "zync_assets.cli.tables", "table",

@@ -6,6 +6,7 @@ files is all it takes.
     attributes:
       specs: specs              # a folder of spec files, beside this defs.yaml (default)
       sensor_interval_s: 5      # optional: how often the sensors look (default 1)
+      key_prefix: shop          # optional: every key (and sensor and job name) under it
 
 It builds what `build_zync_definitions` builds (no executor, `zync_` resources, sensors
 that select only zync's assets), so it sits beside the project's other components.
@@ -29,6 +30,7 @@ class ZyncComponent(Component, Resolvable):
 
     specs: str = "specs"
     sensor_interval_s: int | None = None
+    key_prefix: str | None = None
 
     def build_defs(self, context: ComponentLoadContext) -> Definitions:
         folder = context.path / self.specs  # an absolute `specs` stays as it is
@@ -37,4 +39,6 @@ class ZyncComponent(Component, Resolvable):
                 f"{context.path / 'defs.yaml'}: specs folder {folder} does not exist: "
                 "give `specs:` a folder of zync spec files, relative to the defs.yaml"
             )
-        return build_zync_definitions(load_specs(folder), sensor_interval_s=self.sensor_interval_s)
+        return build_zync_definitions(
+            load_specs(folder), sensor_interval_s=self.sensor_interval_s, key_prefix=self.key_prefix
+        )

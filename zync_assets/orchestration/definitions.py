@@ -31,10 +31,11 @@ from dagster import (
 
 from zync_assets.errors import ZyncError
 from zync_assets.orchestration.maintenance import maintenance_job, maintenance_schedule
-from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets, topic_key
+from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming, ZyncTranslator
+from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets
 from zync_assets.orchestration.resources import zync_resources
-from zync_assets.orchestration.staging import done_key, etl_assets, staging_key
-from zync_assets.orchestration.tables import table_assets, table_key
+from zync_assets.orchestration.staging import etl_assets
+from zync_assets.orchestration.tables import table_assets
 from zync_assets.orchestration.tokafka import output_topic_assets
 from zync_assets.settings import sensor_interval_seconds
 from zync_assets.spec import Spec, all_raw_pools
@@ -59,7 +60,7 @@ def _one_owner(specs: list[Spec], kind: str, names: Callable[[Spec], list[str]],
 
 
 def automation_sensor(
-    interval: int, assets: Sequence[AssetsDefinition]
+    interval: int, assets: Sequence[AssetsDefinition], naming: Naming = DEFAULT_NAMING
 ) -> AutomationConditionSensorDefinition:
     """Evaluates the eager conditions of zync's assets (and no host's): staging and output
     topics follow new upstream data.
@@ -68,7 +69,7 @@ def automation_sensor(
     often as the Kafka sensors.
     """
     return AutomationConditionSensorDefinition(
-        AUTOMATION_SENSOR,
+        naming.definition_name(AUTOMATION_SENSOR),
         target=AssetSelection.assets(*assets),
         default_status=DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=interval,
@@ -76,7 +77,7 @@ def automation_sensor(
     )
 
 
-def downstream_of(pool: str, specs: list[Spec]) -> list[AssetKey]:
+def downstream_of(pool: str, specs: list[Spec], naming: Naming = DEFAULT_NAMING) -> list[AssetKey]:
     """The staging, done, output-topic and table assets that raw pool `pool` feeds."""
     keys: list[AssetKey] = []
     for spec in specs:
@@ -84,10 +85,10 @@ def downstream_of(pool: str, specs: list[Spec]) -> list[AssetKey]:
             continue
         if spec.transforms:
             for staging in spec.staging_pools():
-                keys += [staging_key(staging), done_key(staging)]
-            keys += [topic_key(route.topic) for route in spec.outputs]
-        keys += [table_key(t.name) for t in spec.tables if t.from_staging and spec.transforms]
-        keys += [table_key(t.name) for t in spec.tables if not t.from_staging]
+                keys += [naming.key("staging", staging), naming.key("done", staging)]
+            keys += [naming.key("topic", route.topic, output=True) for route in spec.outputs]
+        tables = [t for t in spec.tables if spec.transforms or not t.from_staging]
+        keys += [naming.key("table", t.name) for t in tables]
     return list(dict.fromkeys(keys))
 
 
@@ -96,33 +97,40 @@ def build_zync_definitions(
     *,
     executor: ExecutorDefinition | None = None,
     sensor_interval_s: int | None = None,
+    translator: ZyncTranslator | None = None,
+    key_prefix: str | Sequence[str] | None = None,
 ) -> Definitions:
     """zync's definitions for `specs` (see the module's text). `executor`: none by default,
     so that they merge with a host's; `sensor_interval_s`: how often the sensors look
-    (default ZYNC_SENSOR_INTERVAL, else 1 s)."""
+    (default ZYNC_SENSOR_INTERVAL, else 1 s); `translator`: how assets are named, grouped,
+    owned and tagged (naming.py); `key_prefix`: a prefix for every asset key and every
+    sensor, job and op name."""
     _check_owners(specs)
+    prefix = (key_prefix,) if isinstance(key_prefix, str) else tuple(key_prefix or ())
+    naming = Naming(translator or ZyncTranslator(), prefix)
     pools = all_raw_pools(specs)
     formats = {topic: wire for spec in specs for topic, wire in spec.formats().items()}
     interval = sensor_interval_s or sensor_interval_seconds()
     topics = sorted({t for ts in pools.values() for t in ts})
     staging = sorted({r.pool for spec in specs if spec.transforms for r in spec.outputs})
     kept = [*pools, *staging]
-    upkeep = maintenance_job(kept)
-    external: list[AssetSpec] = topic_assets(topics, formats)
+    upkeep = maintenance_job(kept, naming.definition_name("pool_maintenance"))
+    external: list[AssetSpec] = topic_assets(topics, formats, naming)
+    transforming = [spec for spec in specs if spec.transforms]
     materialized: list[AssetsDefinition] = [
-        *(raw_pool_asset(pool, ts, formats) for pool, ts in pools.items()),
-        *(asset for spec in specs if spec.transforms for asset in etl_assets(spec)),
-        *(asset for spec in specs if spec.transforms for asset in output_topic_assets(spec)),
-        *(asset for spec in specs for asset in table_assets(spec)),
+        *(raw_pool_asset(pool, ts, formats, naming) for pool, ts in pools.items()),
+        *(asset for spec in transforming for asset in etl_assets(spec, naming)),
+        *(asset for spec in transforming for asset in output_topic_assets(spec, naming)),
+        *(asset for spec in specs for asset in table_assets(spec, naming)),
     ]
     return Definitions(
         assets=[*external, *materialized],
         sensors=[
             *(
-                raw_pool_sensor(pool, ts, interval, downstream_of(pool, specs))
+                raw_pool_sensor(pool, ts, interval, downstream_of(pool, specs, naming), naming)
                 for pool, ts in pools.items()
             ),
-            automation_sensor(interval, materialized),
+            automation_sensor(interval, materialized, naming),
         ],
         jobs=[upkeep],
         schedules=[maintenance_schedule(upkeep, kept)],

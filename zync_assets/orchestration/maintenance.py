@@ -19,7 +19,7 @@ from zync_assets.orchestration.resources import SparkResource
 from zync_assets.pools import dead_letter_path, pool_path
 
 
-def maintenance_job(pools: list[str]) -> JobDefinition:
+def maintenance_job(pools: list[str], name: str = "pool_maintenance") -> JobDefinition:
     paths = [p for pool in pools for p in (pool_path(pool), dead_letter_path(pool))]
 
     @op(name="maintain_pools", description="Compact, carry writer states, vacuum.")
@@ -29,7 +29,7 @@ def maintenance_job(pools: list[str]) -> JobDefinition:
         for done in maintain_pools(zync_spark.session(), paths):
             context.log.info(f"{done.describe()} ({done.seconds:.1f}s)")
 
-    @job(name="pool_maintenance", description=f"Upkeep of pools {', '.join(pools)}.")
+    @job(name=name, description=f"Upkeep of pools {', '.join(pools)}.")
     def pool_maintenance() -> None:
         maintain_pools_op()
 

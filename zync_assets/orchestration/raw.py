@@ -15,14 +15,17 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
+    AssetObservation,
     AssetSpec,
     Config,
     DagsterRunStatus,
     DefaultSensorStatus,
     MaterializeResult,
+    MetadataValue,
     RunRequest,
     RunsFilter,
     SensorEvaluationContext,
+    SensorResult,
     SkipReason,
     asset,
     define_asset_job,
@@ -42,6 +45,7 @@ from zync_assets.ingest.ranges import (
 )
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.lease import pipeline_feeding
+from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
 from zync_assets.orchestration.versions import POOL_KINDS, TOPIC_KINDS, code_version
 from zync_assets.settings import KafkaSettings
@@ -49,6 +53,8 @@ from zync_assets.status import raw_dead_letters
 
 WATCH_S = 4.0  # how long a sensor evaluation watches for new offsets (of the daemon's 5 s)
 POLL_S = 0.5  # how often it looks meanwhile
+# An observation's data version (dagster's own tag name: observable source assets set it).
+DATA_VERSION_TAG = "dagster/data_version"
 PROGRESS_KEY = "progress"  # materialization metadata: per topic-partition end offsets (JSON)
 POOL_TAG = "zync/pool"
 ACTIVE_RUN_STATUSES = [  # a run in one of these may still write
@@ -60,24 +66,27 @@ ACTIVE_RUN_STATUSES = [  # a run in one of these may still write
 
 
 def topic_key(topic: str) -> AssetKey:
-    return AssetKey(["kafka", topic])
+    """A topic's key as zync's own code location names it (no translator, no prefix)."""
+    return DEFAULT_NAMING.key("topic", topic)
 
 
 def raw_key(pool: str) -> AssetKey:
-    return AssetKey(["raw", pool])
+    return DEFAULT_NAMING.key("raw", pool)
 
 
 _FORMAT_NAMES = {"avro": "Avro", "json": "Kafka Connect JSON"}
 
 
-def topic_assets(topics: list[str], formats: dict[str, WireFormat]) -> list[AssetSpec]:
+def topic_assets(
+    topics: list[str], formats: dict[str, WireFormat], naming: Naming = DEFAULT_NAMING
+) -> list[AssetSpec]:
     def described(topic: str) -> str:
         wire = formats.get(topic, WireFormat())
         key = "" if wire.key == wire.value else f", keys as {wire.key}"
         return f"Kafka topic {topic} ({_FORMAT_NAMES[wire.value]}{key})."
 
     return [
-        AssetSpec(topic_key(t), group_name="kafka", description=described(t), kinds=TOPIC_KINDS)
+        AssetSpec(**naming.attributes("topic", t), description=described(t), kinds=TOPIC_KINDS)
         for t in topics
     ]
 
@@ -118,16 +127,20 @@ def dead_letter_check(key: AssetKey, name: str, pool: str, count: int) -> AssetC
     )
 
 
-def raw_pool_asset(pool: str, topics: list[str], formats: dict[str, WireFormat] | None = None):
+def raw_pool_asset(
+    pool: str, topics: list[str], formats: dict[str, WireFormat] | None = None,
+    naming: Naming = DEFAULT_NAMING,
+):  # fmt: skip
+    named = naming.attributes("raw", pool)
+    key = named["key"]
+
     @asset(
-        key=raw_key(pool),
-        check_specs=[AssetCheckSpec("no_dead_letters", asset=raw_key(pool))],
-        deps=[topic_key(t) for t in topics],
-        group_name="raw",
+        **{**named, "tags": {**named["tags"], "zync/stage": "raw"}},
+        check_specs=[AssetCheckSpec("no_dead_letters", asset=key)],
+        deps=[naming.key("topic", t) for t in topics],
         kinds=POOL_KINDS,
         code_version=code_version(topics, [(formats or {}).get(t) for t in topics]),
         description=f"Raw pool {pool}: every event of {', '.join(topics)}, exactly once.",
-        tags={"zync/stage": "raw"},
     )
     def raw_pool(
         context: AssetExecutionContext,
@@ -151,30 +164,48 @@ def raw_pool_asset(pool: str, topics: list[str], formats: dict[str, WireFormat] 
                 f"pool {pool}: read {', '.join(describe_range(r) for r in result.ranges)}; wrote "
                 f"{result.rows} rows, {result.dead_letters} dead letters (ingest run {result.run})"
             )
-        return raw_pool_materialization(zync_spark.session(), result)
+        return raw_pool_materialization(zync_spark.session(), result, key)
 
     return raw_pool
 
 
-def raw_pool_materialization(session: SparkSession, result: IngestResult) -> MaterializeResult:
-    """What an ingest commit records in Dagster, from a run or from `zync run`."""
+def raw_pool_materialization(
+    session: SparkSession, result: IngestResult, key: AssetKey | None = None
+) -> MaterializeResult:
+    """What an ingest commit records in Dagster, from a run or from `zync run` (`key`:
+    the pool's asset key, by default zync's own name for it)."""
+    key = key or raw_key(result.pool)
     dead = raw_dead_letters(lambda: session, result.pool)
     return MaterializeResult(
-        asset_key=raw_key(result.pool),
+        asset_key=key,
         metadata={**ingest_metadata(result), "dead_letters_total": dead},
-        check_results=[
-            dead_letter_check(raw_key(result.pool), "no_dead_letters", result.pool, dead)
-        ],
+        check_results=[dead_letter_check(key, "no_dead_letters", result.pool, dead)],
     )
 
 
-def recorded_progress(context: SensorEvaluationContext, pool: str) -> Offsets:
+def recorded_progress(context: SensorEvaluationContext, key: AssetKey) -> Offsets:
     """Cursors from the pool's last materialization metadata (empty if none yet)."""
-    event = context.instance.get_latest_materialization_event(raw_key(pool))
+    event = context.instance.get_latest_materialization_event(key)
     if event is None or event.asset_materialization is None:
         return {}
     entry = event.asset_materialization.metadata.get(PROGRESS_KEY)
     return offsets_from_json(json.loads(str(entry.value))) if entry is not None else {}
+
+
+def topic_observations(end: Offsets, naming: Naming = DEFAULT_NAMING) -> list[AssetObservation]:
+    """Each input topic's high-water marks, observed when its sensor sees new offsets: the
+    marks are `kafka/<topic>`'s data version, so Dagster shows `raw/<pool>` behind its
+    topic until the run the sensor starts has ingested them."""
+    return [
+        AssetObservation(
+            naming.key("topic", topic),
+            metadata={
+                "high_water_marks": MetadataValue.json({str(p): o for p, o in parts.items()})
+            },
+            tags={DATA_VERSION_TAG: ",".join(f"{p}:{o}" for p, o in sorted(parts.items()))},
+        )
+        for topic, parts in sorted(end.items())
+    ]
 
 
 def new_data(progress: Offsets, end: Offsets) -> bool:
@@ -206,23 +237,31 @@ def watch_for_new_data(
         time.sleep(poll_s)
 
 
+def ingest_run_config(key: AssetKey, end_offsets: str) -> dict[str, Any]:
+    """A run's config for raw pool asset `key`: ingest up to `end_offsets` (JSON)."""
+    config = IngestConfig(end_offsets=end_offsets).model_dump()
+    return {"ops": {key.to_python_identifier(): {"config": config}}}
+
+
 def raw_pool_sensor(
-    pool: str, topics: list[str], minimum_interval_seconds: int, carries: Sequence[AssetKey] = ()
-):
+    pool: str, topics: list[str], minimum_interval_seconds: int, carries: Sequence[AssetKey] = (),
+    naming: Naming = DEFAULT_NAMING,
+):  # fmt: skip
     """`carries`: the assets downstream of the pool that its runs materialize too (staging,
     done, output topics): one run carries a change from Kafka to the output topic, where
     a run per stage would pay a run's start and a sensor tick again at each stage. The
     runs are of job `raw_<pool>_run`, in-process whatever the Definitions' executor: the
     stages share the run's one Spark session."""
+    key = naming.key("raw", pool)
     carrier = define_asset_job(
-        f"raw_{pool}_run",
-        selection=[raw_key(pool), *carries],
+        naming.definition_name(f"raw_{pool}_run"),
+        selection=[key, *carries],
         executor_def=in_process_executor,
         description=f"raw/{pool} and what it feeds, in one process: started by its sensor.",
     )
 
     @sensor(
-        name=f"raw_{pool}_kafka_sensor",
+        name=naming.definition_name(f"raw_{pool}_kafka_sensor"),
         job=carrier,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,  # `dagster dev` starts it: no click needed
@@ -239,21 +278,13 @@ def raw_pool_sensor(
             return SkipReason(
                 f"{feeder.describe()} ingests pool {pool}; its commits appear as materializations"
             )
-        progress = recorded_progress(context, pool)
+        progress = recorded_progress(context, key)
         end = watch_for_new_data(context.resources.zync_kafka.settings(), topics, progress)
         if end is None:
             return SkipReason(f"nothing beyond the cursors of pool {pool}")
         observed = json.dumps(offsets_to_json(end))
         context.update_cursor(observed)
-        return RunRequest(
-            run_config={
-                "ops": {_op_name(pool): {"config": IngestConfig(end_offsets=observed).model_dump()}}
-            },
-            tags={POOL_TAG: pool},
-        )
+        request = RunRequest(run_config=ingest_run_config(key, observed), tags={POOL_TAG: pool})
+        return SensorResult(run_requests=[request], asset_events=topic_observations(end, naming))
 
     return kafka_sensor
-
-
-def _op_name(pool: str) -> str:
-    return raw_key(pool).to_python_identifier()

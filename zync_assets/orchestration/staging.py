@@ -20,7 +20,8 @@ from pyspark.sql import SparkSession
 from zync_assets.etl.checks import run_checks
 from zync_assets.etl.run import EtlResult, run_etl
 from zync_assets.ingest.ranges import offsets_to_json
-from zync_assets.orchestration.raw import dead_letter_check, raw_key
+from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
+from zync_assets.orchestration.raw import dead_letter_check
 from zync_assets.orchestration.resources import SparkResource
 from zync_assets.orchestration.versions import POOL_KINDS, code_version
 from zync_assets.spec import Spec
@@ -31,11 +32,12 @@ RAW_SEEN_KEY = "raw_offsets_seen"  # the raw pool's end offsets this pass read u
 
 
 def staging_key(pool: str) -> AssetKey:
-    return AssetKey(["staging", pool])
+    """A staging pool's key as zync's own code location names it."""
+    return DEFAULT_NAMING.key("staging", pool)
 
 
 def done_key(pool: str) -> AssetKey:
-    return AssetKey(["done", pool])
+    return DEFAULT_NAMING.key("done", pool)
 
 
 def etl_metadata(result: EtlResult) -> dict:
@@ -64,39 +66,38 @@ def pending_age_seconds(oldest: dt.datetime | None) -> float:
     return round((dt.datetime.now(dt.UTC) - oldest.replace(tzinfo=dt.UTC)).total_seconds(), 1)
 
 
-def etl_assets(spec: Spec) -> list:
-    raw_deps = [raw_key(pool) for pool in spec.raw_pools()]
-    return [_pool_asset(spec, pool, raw_deps) for pool in spec.staging_pools()]
+def etl_assets(spec: Spec, naming: Naming = DEFAULT_NAMING) -> list:
+    raw_deps = [naming.key("raw", pool) for pool in spec.raw_pools()]
+    return [_pool_asset(spec, pool, raw_deps, naming) for pool in spec.staging_pools()]
 
 
-def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
+def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey], naming: Naming):
     eager = AutomationCondition.eager()
-    checks = [
-        AssetCheckSpec("dense_output_offsets", asset=staging_key(pool)),
-        AssetCheckSpec("cursors_never_move_back", asset=staging_key(pool)),
-        AssetCheckSpec("no_duplicate_done_records", asset=done_key(pool)),
-        AssetCheckSpec("no_expired_events", asset=staging_key(pool)),
+    staging, done = naming.key("staging", pool), naming.key("done", pool)
+    checks = [  # blocking: a pass that fails one is never sent on (conditions.py)
+        AssetCheckSpec("dense_output_offsets", asset=staging, blocking=True),
+        AssetCheckSpec("cursors_never_move_back", asset=staging, blocking=True),
+        AssetCheckSpec("no_duplicate_done_records", asset=done, blocking=True),
+        AssetCheckSpec("no_expired_events", asset=staging),
     ]
     if gated(spec):
-        checks.append(AssetCheckSpec("no_stale_transactions", asset=staging_key(pool)))
+        checks.append(AssetCheckSpec("no_stale_transactions", asset=staging))
     version = code_version(spec.rules_of(pool), spec.shaper)
 
     @multi_asset(
-        name=f"etl_{spec.name}_{pool}".replace("-", "_"),
+        name=naming.definition_name(f"etl_{spec.name}_{pool}"),
         specs=[
             AssetSpec(
-                staging_key(pool),
+                **naming.attributes("staging", pool),
                 deps=raw_deps,
-                group_name="staging",
                 kinds=POOL_KINDS,
                 code_version=version,
                 automation_condition=eager,
                 description=f"Output records of spec {spec.name} ({spec.path.name}).",
             ),
             AssetSpec(
-                done_key(pool),
+                **naming.attributes("done", pool),
                 deps=raw_deps,
-                group_name="done",
                 kinds=POOL_KINDS,
                 code_version=version,
                 automation_condition=eager,
@@ -119,33 +120,34 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey]):
             f"{result.previous.cursors or 'start'} to raw end offsets {result.raw_seen}); "
             f"{wrote}; expired {result.expired}, still pending {result.pending}"
         )
-        yield from etl_materializations(session, spec, result)
+        yield from etl_materializations(session, spec, result, naming)
 
     return etl_pool
 
 
 def etl_materializations(
-    session: SparkSession, spec: Spec, result: EtlResult
+    session: SparkSession, spec: Spec, result: EtlResult, naming: Naming = DEFAULT_NAMING
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
     """What an ETL commit records in Dagster, from a run or from `zync run`."""
     pool = result.pool
+    staging, done = naming.key("staging", pool), naming.key("done", pool)
     expired = expired_total(lambda: session, spec, pool)
     metadata = {
         **etl_metadata(result),
         "lag": sum(p.lag for p in input_lags(spec, pool, result.cursors)),
         "expired_total": expired,
     }
-    yield MaterializeResult(asset_key=staging_key(pool), metadata=metadata)
-    yield MaterializeResult(asset_key=done_key(pool), metadata=metadata)
+    yield MaterializeResult(asset_key=staging, metadata=metadata)
+    yield MaterializeResult(asset_key=done, metadata=metadata)
     for check in run_checks(session, result):
-        asset = done_key(pool) if check.name == "no_duplicate_done_records" else staging_key(pool)
+        asset = done if check.name == "no_duplicate_done_records" else staging
         yield AssetCheckResult(
             asset_key=asset, check_name=check.name, passed=check.passed,
             metadata={"detail": check.detail},
         )  # fmt: skip
-    yield dead_letter_check(staging_key(pool), "no_expired_events", pool, expired)
+    yield dead_letter_check(staging, "no_expired_events", pool, expired)
     if gated(spec):
-        yield stale_transactions_check(staging_key(pool), spec, result)
+        yield stale_transactions_check(staging, spec, result)
 
 
 # An open source transaction older than this is worth a look (a connector stopped between

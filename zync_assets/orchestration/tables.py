@@ -13,15 +13,14 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
-    AutomationCondition,
     MaterializeResult,
     asset,
 )
 
 from zync_assets.ingest.ranges import offsets_to_json
-from zync_assets.orchestration.raw import raw_key
+from zync_assets.orchestration.conditions import after_checked_upstream
+from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.resources import SchemaRegistryResource, SparkResource
-from zync_assets.orchestration.staging import staging_key
 from zync_assets.orchestration.versions import POOL_KINDS, code_version
 from zync_assets.spec import Spec
 from zync_assets.stage_failures import clear_failure, explain, record_failure
@@ -30,7 +29,8 @@ from zync_assets.tables.definition import TableDef
 
 
 def table_key(name: str) -> AssetKey:
-    return AssetKey(["table", name])
+    """A lake table's key as zync's own code location names it."""
+    return DEFAULT_NAMING.key("table", name)
 
 
 def table_metadata(result: TableResult) -> dict[str, Any]:
@@ -49,9 +49,11 @@ def table_metadata(result: TableResult) -> dict[str, Any]:
 APPLIES_CHECK = "applies"
 
 
-def table_materialization(result: TableResult) -> MaterializeResult:
+def table_materialization(
+    result: TableResult, naming: Naming = DEFAULT_NAMING
+) -> MaterializeResult:
     """What a table's commit records in Dagster, from a run or from `zync run`."""
-    key = table_key(result.table)
+    key = naming.key("table", result.table)
     return MaterializeResult(
         asset_key=key,
         metadata=table_metadata(result),
@@ -67,32 +69,28 @@ def table_failed(name: str, message: str) -> AssetCheckEvaluation:
     )  # fmt: skip
 
 
-def table_assets(spec: Spec) -> list:
-    return [_table_asset(spec, table) for table in spec.tables]
+def table_assets(spec: Spec, naming: Naming = DEFAULT_NAMING) -> list:
+    return [_table_asset(spec, table, naming) for table in spec.tables]
 
 
-def _source_key(table: TableDef) -> AssetKey:
-    return staging_key(table.source_pool) if table.from_staging else raw_key(table.source_pool)
-
-
-def _table_asset(spec: Spec, table: TableDef):
+def _table_asset(spec: Spec, table: TableDef, naming: Naming):
     kind = "history (SCD2)" if table.scd2 else "current state (SCD1)"
+    named = naming.attributes("table", table.name)
+    source = naming.key("staging" if table.from_staging else "raw", table.source_pool)
 
     @asset(
-        key=table_key(table.name),
-        deps=[_source_key(table)],
-        group_name="tables",
+        **{**named, "tags": {**named["tags"], "zync/stage": "table"}},
+        deps=[source],
         kinds=POOL_KINDS,
         code_version=code_version(table),
-        automation_condition=AutomationCondition.eager(),
+        automation_condition=after_checked_upstream(),
         description=f"Lake table {table.name}: {kind} of topic {table.source}, keys "
         f"{', '.join(table.keys)} ({spec.path.name}).",
-        tags={"zync/stage": "table"},
         # A run that carries a change to the output topic too sends it first: the
         # warehouse never waits for a MERGE into a lake table (Dagster's executors start
         # the ready step of highest priority; the others have 0).
         op_tags={"dagster/priority": "-1"},
-        check_specs=[AssetCheckSpec(APPLIES_CHECK, asset=table_key(table.name))],
+        check_specs=[AssetCheckSpec(APPLIES_CHECK, asset=named["key"])],
     )
     def lake_table(
         context: AssetExecutionContext,
@@ -114,6 +112,6 @@ def _table_asset(spec: Spec, table: TableDef):
                 f"table {table.name}: run {result.run} applied {result.upserts} upserts and "
                 f"{result.deletes} deletes of {result.read} events ({result.ignored} change no row)"
             )
-        return table_materialization(result)
+        return table_materialization(result, naming)
 
     return lake_table

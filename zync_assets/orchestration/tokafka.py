@@ -14,16 +14,15 @@ from typing import Any
 from dagster import (
     AssetExecutionContext,
     AssetSpec,
-    AutomationCondition,
     MaterializeResult,
     asset,
     multi_asset,
 )
 
 from zync_assets.etl.state import read_state
-from zync_assets.orchestration.raw import topic_key
+from zync_assets.orchestration.conditions import after_checked_upstream
+from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
-from zync_assets.orchestration.staging import done_key, staging_key
 from zync_assets.orchestration.versions import TOPIC_KINDS, code_version
 from zync_assets.pools import pool_path
 from zync_assets.spec import Route, Spec
@@ -43,11 +42,13 @@ def sync_metadata(result: SyncResult) -> dict[str, Any]:
     }
 
 
-def output_topic_assets(spec: Spec) -> list:
+def output_topic_assets(spec: Spec, naming: Naming = DEFAULT_NAMING) -> list:
     together = pools_sent_together(spec)
-    assets = [_topic_asset(spec, route) for route in spec.outputs if route.pool not in together]
+    assets = [
+        _topic_asset(spec, route, naming) for route in spec.outputs if route.pool not in together
+    ]
     for pool in sorted(together):
-        assets.append(_pool_topics_asset(spec, pool))
+        assets.append(_pool_topics_asset(spec, pool, naming))
     return assets
 
 
@@ -63,22 +64,25 @@ def pools_sent_together(spec: Spec) -> set[str]:
     }
 
 
-def _topic_spec(route: Route) -> dict[str, Any]:
+def _topic_spec(route: Route, naming: Naming, stage_tag: bool = False) -> dict[str, Any]:
     wire = "Avro." if route.format.value == "avro" else "Kafka Connect JSON."
+    named = naming.attributes("topic", route.topic, output=True)
+    if stage_tag:
+        named["tags"] = {**named["tags"], "zync/stage": "to-kafka"}
     return {
-        "key": topic_key(route.topic),
-        "deps": [staging_key(route.pool), done_key(route.pool)],  # both in the staging pool
-        "group_name": "kafka_out",
+        **named,
+        # both in the staging pool
+        "deps": [naming.key("staging", route.pool), naming.key("done", route.pool)],
         "kinds": TOPIC_KINDS,
         "code_version": code_version(route),
-        "automation_condition": AutomationCondition.eager(),
+        "automation_condition": after_checked_upstream(),
         "description": f"Output topic {route.topic}: staging pool {route.pool}'s records, "
         f"exactly once, {wire}",
     }
 
 
-def _topic_asset(spec: Spec, route: Route):
-    @asset(**_topic_spec(route), tags={"zync/stage": "to-kafka"})
+def _topic_asset(spec: Spec, route: Route, naming: Naming):
+    @asset(**_topic_spec(route, naming, stage_tag=True))
     def output_topic(
         context: AssetExecutionContext,
         zync_spark: SparkResource,
@@ -92,17 +96,17 @@ def _topic_asset(spec: Spec, route: Route):
             context, spec, route.pool, [route.topic], zync_spark, zync_kafka, zync_schema_registry
         )
         mine = [r for r in results if r.topic == route.topic]
-        return output_topic_materialization(spec, mine[0])
+        return output_topic_materialization(spec, mine[0], naming)
 
     return output_topic
 
 
-def _pool_topics_asset(spec: Spec, pool: str):
+def _pool_topics_asset(spec: Spec, pool: str, naming: Naming):
     routes = [route for route in spec.outputs if route.pool == pool]
 
     @multi_asset(
-        name=f"to_kafka_{pool.replace('-', '_')}",
-        specs=[AssetSpec(**_topic_spec(route)) for route in routes],
+        name=naming.definition_name(f"to_kafka_{pool}"),
+        specs=[AssetSpec(**_topic_spec(route, naming)) for route in routes],
         op_tags={"zync/stage": "to-kafka"},
         description=f"Staging pool {pool}'s output topics, sent together: a source "
         "transaction's records are in one Kafka transaction across them.",
@@ -119,7 +123,7 @@ def _pool_topics_asset(spec: Spec, pool: str):
             context, spec, pool, keys, zync_spark, zync_kafka, zync_schema_registry
         ):
             if result.topic in keys:
-                yield output_topic_materialization(spec, result)
+                yield output_topic_materialization(spec, result, naming)
 
     return pool_topics
 
@@ -144,12 +148,14 @@ def _sync(
     return results
 
 
-def output_topic_materialization(spec: Spec, result: SyncResult) -> MaterializeResult:
+def output_topic_materialization(
+    spec: Spec, result: SyncResult, naming: Naming = DEFAULT_NAMING
+) -> MaterializeResult:
     """What a to-kafka sync records in Dagster, from a run or from `zync run`."""
     state = read_state(pool_path(result.pool), spec.name)
     staged = state.next_offsets.get(result.topic, 0)
     return MaterializeResult(
-        asset_key=topic_key(result.topic),
+        asset_key=naming.key("topic", result.topic, output=True),
         metadata={
             **sync_metadata(result),
             "staging_records": staged,
