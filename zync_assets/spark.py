@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
@@ -157,16 +157,20 @@ def pins() -> Iterator[Callable[[DataFrame], DataFrame]]:
 
 
 def spark_session(
-    app_name: str = "zync", long_lived: bool = False, dump_class_archive: Path | None = None
-) -> SparkSession:
+    app_name: str = "zync", long_lived: bool = False, dump_class_archive: Path | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:  # fmt: skip
     """The process's SparkSession (created on first use, then shared). A local driver maps
-    install's class-data archive (spark_archive); `dump_class_archive` writes one instead."""
-    master = spark_master()
+    install's class-data archive (spark_archive); `dump_class_archive` writes one instead.
+    `conf`: Spark properties read over zync's (spark_conf()); its `spark.master`, if any,
+    wins over ZYNC_SPARK_MASTER. A Spark Connect server keeps its own properties."""
+    given = dict(conf or {})
+    master = given.pop("spark.master", None) or spark_master()
     if master.startswith("sc://"):
         from zync_assets.spark_connect import connect_session
 
         return connect_session(master, app_name)
-    conf = spark_conf()
+    conf = spark_conf() | given
     jars = spark_jars()
     opts = [
         dump_options(dump_class_archive) if dump_class_archive else _archive_options(jars),

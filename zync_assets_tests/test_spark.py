@@ -125,3 +125,27 @@ def test_a_projects_spark_conf_is_read_over_zyncs_defaults(
     monkeypatch.delenv("ZYNC_SPARK_CONF")
     monkeypatch.chdir(tmp_path)  # no resources/ here: the checkout's file overrides nothing
     assert spark_conf()["spark.driver.memory"] == "2g"
+
+
+def test_dagsters_spark_resource_is_dagster_pysparks_with_zyncs_session(tmp_path: Path) -> None:
+    """A host configures zync's Spark as it configures dagster-pyspark's: `spark_config`,
+    read over zync's properties; the session still has Delta and zync's functions."""
+    import subprocess
+    import sys
+
+    script = """
+from dagster_pyspark import LazyPySparkResource
+from zync_assets.orchestration.resources import SparkResource
+
+resource = SparkResource(spark_config={"spark.sql.shuffle.partitions": 7})
+assert isinstance(resource, LazyPySparkResource)
+spark = resource.spark_session
+print(spark.conf.get("spark.sql.shuffle.partitions"), spark.conf.get("spark.sql.extensions"))
+print(spark.sql("SELECT zync_schema_id(X'0000000007') AS id").first().id)
+"""
+    env = {**os.environ, "ZYNC_LAKE": str(tmp_path / "lake")}
+    env.pop("ZYNC_SPARK_MASTER", None)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["7", "io.delta.sql.DeltaSparkSessionExtension", "7"]
