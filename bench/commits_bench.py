@@ -7,7 +7,7 @@ to-kafka (in process, one warm Spark session, as `zync run --follow` runs them),
 configurations side by side:
 
 - `default`: what `zync run --follow` does, maintenance every 100 commits
-  (compaction + a carry commit, zync_assets/maintenance.py);
+  (compaction + a carry commit, zync_assets/pipeline/maintenance.py);
 - `unmaintained`: `--compact-every 0`, every small file and commit left in place.
 
 The N small commits are what the pipeline leaves, one per pass and pool, each with its
@@ -45,19 +45,19 @@ from pyspark.sql import functions as F
 
 from bench.common import bench_stack, machine, publish
 from bench.latency_bench import SPEC, Pairs
-from zync_assets.commits import latest_commit, metadata
-from zync_assets.delta_writes import append_once
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.demo.invoices import reset
 from zync_assets.etl.state import METADATA_KEY as ETL_KEY
 from zync_assets.etl.state import app_id as etl_app
 from zync_assets.ingest.progress import METADATA_KEY as INGEST_KEY
 from zync_assets.ingest.progress import app_id as ingest_app
 from zync_assets.kafka.registry import Registry
-from zync_assets.maintenance import Maintenance, MaintenancePolicy
-from zync_assets.pipeline import Pipeline
-from zync_assets.pools import commit_file, pool_path, pool_version
-from zync_assets.settings import KafkaSettings
-from zync_assets.spec import load_spec
+from zync_assets.lake.commits import latest_commit, metadata
+from zync_assets.lake.delta_writes import append_once
+from zync_assets.lake.pools import commit_file, pool_path, pool_version
+from zync_assets.pipeline.maintenance import Maintenance, MaintenancePolicy
+from zync_assets.pipeline.run import Pipeline
+from zync_assets.specs.model import load_spec
 
 CONFIGURATIONS = {"default": MaintenancePolicy().compact_every, "unmaintained": 0}
 
@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=int, default=100)
     parser.add_argument("--passes", type=int, default=5)
     args = parser.parse_args()
-    from zync_assets.spark import spark_session
+    from zync_assets.spark.session import spark_session
 
     spark = spark_session("zync-bench-commits", long_lived=True)
     work = Path(tempfile.mkdtemp(prefix="zync-bench-commits-"))

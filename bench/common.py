@@ -18,10 +18,10 @@ from decimal import Decimal
 from pathlib import Path
 
 from zync_assets.codec.avro import encode
+from zync_assets.core.settings import KafkaSettings, RegistrySettings
 from zync_assets.kafka.clients import ensure_topic, producer
 from zync_assets.kafka.offsets import topic_offsets
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import KafkaSettings, RegistrySettings
 from zync_assets.stack.registry import registry_url
 from zync_assets.stack.services import CdcPorts, StackPorts, stack_down, stack_up
 from zync_assets_tests.support.ports import free_port
@@ -200,7 +200,7 @@ def cdc_work(prefix: str) -> CdcWork:
 def bench_stack() -> Iterator[tuple[KafkaSettings, Registry]]:
     """The stack named by ZYNC_KAFKA_BOOTSTRAP/ZYNC_SCHEMA_REGISTRY_URL, else a private one."""
     if os.environ.get("ZYNC_KAFKA_BOOTSTRAP"):
-        from zync_assets.settings import kafka_settings, registry_settings
+        from zync_assets.core.settings import kafka_settings, registry_settings
 
         yield kafka_settings(), Registry(registry_settings())
         return

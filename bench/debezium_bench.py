@@ -38,7 +38,7 @@ def mismatched(chain: Chain) -> int:
 
 
 def duplicates(spark, chain: Chain) -> int:
-    from zync_assets.pools import pool_path
+    from zync_assets.lake.pools import pool_path
 
     staging = spark.read.format("delta").load(pool_path(f"{chain.name}_staging"))
     return (
@@ -94,7 +94,7 @@ def main() -> None:
             result = measure(chain, args.transactions, args.timeout)
             print(fmt, result, flush=True)
             figures |= {f"{fmt}.{name}": value for name, value in result.items()}
-        from zync_assets.spark import spark_session
+        from zync_assets.spark.session import spark_session
 
         spark = spark_session("bench-debezium")
         for fmt, chain in chains.items():

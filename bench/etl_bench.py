@@ -81,7 +81,7 @@ def ordered_scenario(spark: SparkSession, work: Path, name: str, count: int, lat
 
 def etl_pass(spark: SparkSession, spec_path: Path) -> tuple[float, object]:
     from zync_assets.etl.run import run_etl
-    from zync_assets.spec import load_spec
+    from zync_assets.specs.model import load_spec
 
     started = time.perf_counter()
     (result,) = run_etl(spark, load_spec(spec_path))
@@ -116,7 +116,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="zync-etl-bench-"))
     os.environ["ZYNC_LAKE"] = str(work / "lake")
     os.environ.setdefault("ZYNC_SPARK_FAST_START", "0")
-    from zync_assets.spark import spark_session
+    from zync_assets.spark.session import spark_session
 
     spark = spark_session("etl-bench")
     scenario(spark, work, "Warmup", 20_000, 1_000)  # JIT, caches

@@ -24,8 +24,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.common import bench_stack, fill_topic, machine, timed_subprocess
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import KafkaSettings
 
 ZYNC = str(Path(sys.executable).parent / "zync")
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
@@ -56,7 +56,7 @@ def warm_ingest(kafka: KafkaSettings, registry: Registry, topic: str, lake: Path
     os.environ["ZYNC_LAKE"] = str(lake)
     os.environ["ZYNC_SPARK_FAST_START"] = "0"
     from zync_assets.ingest.ingest import ingest
-    from zync_assets.spark import spark_session
+    from zync_assets.spark.session import spark_session
 
     spark = spark_session("bench")
     fill_topic(kafka, registry, f"{topic}_warmup", 20_000)

@@ -34,11 +34,11 @@ import uuid
 from pathlib import Path
 
 from bench.common import bench_stack, free_port, machine, percentiles, publish_joined
+from zync_assets.core.settings import KafkaSettings, RegistrySettings
 from zync_assets.demo.invoices import produce_batch, reset, schema
 from zync_assets.kafka.clients import ensure_topic, producer
 from zync_assets.kafka.produce import Line, encode_lines
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import KafkaSettings, RegistrySettings
 from zync_assets.stack.registry import registry_url
 from zync_assets.stack.services import StackPorts, stack_down, stack_up
 from zync_assets_tests.support.process_tree import tree_rss_mib

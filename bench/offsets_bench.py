@@ -22,9 +22,9 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from bench.common import bench_stack, machine, publish
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka import clients
 from zync_assets.kafka.offsets import PartitionOffsets, watermarks
-from zync_assets.settings import KafkaSettings
 
 PARTITIONS = 2
 

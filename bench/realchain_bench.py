@@ -51,10 +51,10 @@ import time
 import psycopg
 
 from bench.common import cdc_work, machine, percentiles, publish_joined
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.demo.chain import Chain
 from zync_assets.kafka.offsets import high_marks, watermarks
-from zync_assets.pools import table_path
-from zync_assets.settings import KafkaSettings
+from zync_assets.lake.pools import table_path
 from zync_assets.stack.registry import registry_url, registry_v2_url
 from zync_assets.stack.services import stack_down, stack_up
 from zync_assets.tables.state import table_history

@@ -114,12 +114,12 @@ def busy_since(start: tuple[int, int]) -> float:
 
 
 def run_configuration(topics: list[str], counts: list[int]) -> list[dict]:
+    from zync_assets.core.settings import kafka_settings, registry_settings
     from zync_assets.etl.run import run_etl
     from zync_assets.ingest.ingest import ingest
     from zync_assets.kafka.registry import Registry
-    from zync_assets.settings import kafka_settings, registry_settings
-    from zync_assets.spark import spark_session
-    from zync_assets.spec import load_spec
+    from zync_assets.spark.session import spark_session
+    from zync_assets.specs.model import load_spec
 
     kafka, registry = kafka_settings(), Registry(registry_settings())
     spark = spark_session("scale-bench", long_lived=True)
@@ -158,7 +158,7 @@ def run_configuration(topics: list[str], counts: list[int]) -> list[dict]:
 def _conf_file(folder: Path, kind: str, cores: int) -> Path:
     """resources/spark.conf with Spark's UI on (its REST API is where the metrics are) and,
     on the cluster, the application's core cap."""
-    from zync_assets.spark import read_spark_conf, spark_conf_file
+    from zync_assets.spark.session import read_spark_conf, spark_conf_file
 
     conf = read_spark_conf(spark_conf_file())  # type: ignore[arg-type]
     conf |= {"spark.ui.enabled": "true", "spark.ui.port": str(free_port())}

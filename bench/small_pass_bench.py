@@ -113,7 +113,7 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="zync-small-pass-"))
     os.environ["ZYNC_LAKE"] = str(work / "lake")
-    from zync_assets.spark import spark_session
+    from zync_assets.spark.session import spark_session
 
     spark = spark_session("small-pass-bench", long_lived=True)
     passes(spark, work, "Warm", vb.STATELESS, "account", 3)  # class loading, first JIT

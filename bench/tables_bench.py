@@ -36,11 +36,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench.common import machine, publish
-from zync_assets import lake_store
-from zync_assets.delta_writes import append_once
 from zync_assets.ingest.progress import app_id, commit_metadata
-from zync_assets.pools import commit_file, pool_path, pool_version, table_path
-from zync_assets.spec import load_spec
+from zync_assets.lake import store as lake_store
+from zync_assets.lake.delta_writes import append_once
+from zync_assets.lake.pools import commit_file, pool_path, pool_version, table_path
+from zync_assets.specs.model import load_spec
 from zync_assets.tables.apply import run_tables
 from zync_assets.tables.fold import END_AT, START_AT
 
@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    from zync_assets.spark import spark_session
+    from zync_assets.spark.session import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="zync-bench-tables-"))
     os.environ["ZYNC_LAKE"] = str(work / "lake")

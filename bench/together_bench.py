@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000, help="in both topics")
     args = parser.parse_args()
     os.environ.setdefault("ZYNC_LAKE", tempfile.mkdtemp(prefix="zync-bench-lake-"))
-    from zync_assets.spark import spark_session
+    from zync_assets.spark.session import spark_session
     from zync_assets.tokafka.sync import sync_pool
 
     half = args.records // 2

@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     args = parser.parse_args()
     os.environ.setdefault("ZYNC_LAKE", tempfile.mkdtemp(prefix="zync-bench-lake-"))
-    from zync_assets.spark import spark_session
+    from zync_assets.spark.session import spark_session
     from zync_assets.tokafka import sync as sync_module
     from zync_assets.tokafka.librdkafka_sender import LibrdkafkaSender
     from zync_assets.tokafka.sync import sync_topic

@@ -76,7 +76,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="zync-txn-bench-"))
     os.environ["ZYNC_LAKE"] = str(work / "lake")
     os.environ.setdefault("ZYNC_SPARK_FAST_START", "0")
-    from zync_assets.spark import spark_session
+    from zync_assets.spark.session import spark_session
 
     spark = spark_session("txn-bench")
     side_by_side(spark, work, "Warmup", 2_000)  # JIT, caches

@@ -195,7 +195,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="zync-views-bench-"))
     os.environ["ZYNC_LAKE"] = str(work / "lake")
     os.environ.setdefault("ZYNC_SPARK_FAST_START", "0")
-    from zync_assets.spark import spark_session
+    from zync_assets.spark.session import spark_session
 
     spark = spark_session("views-bench")
     rate(spark, work, "Warmup", 20_000)  # JIT, caches

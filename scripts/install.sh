@@ -96,7 +96,7 @@ fi
 # Named by a digest of the Java and the jars: a fresh one is built whenever either changes.
 say "the Spark driver's class-data archive (built once for this Java and these jars)"
 # Only start-up time hangs on it: without one, Spark starts as it did before.
-.venv/bin/python -m zync_assets.spark_archive_build > "$ZYNC_DIR/class-data.log" 2>&1 \
+.venv/bin/python -m zync_assets.spark.archive_build > "$ZYNC_DIR/class-data.log" 2>&1 \
   || say "no class-data archive (log: .zync/class-data.log): Spark starts without it, more slowly"
 
 # 4. The CDC stack: Kafka Connect, Debezium's connectors, an Avro converter, PostgreSQL --------

@@ -20,6 +20,11 @@ scripts/install.sh
 .venv/bin/ruff check --quiet . || { echo "test: ruff found the problems above" >&2; exit 1; }
 .venv/bin/ruff format --check --quiet . || { echo "test: run .venv/bin/ruff format" >&2; exit 1; }
 .venv/bin/mypy --no-error-summary || { echo "test: mypy found the type errors above" >&2; exit 1; }
+# The package's layers (setup.cfg's [importlinter]): its report only when a contract breaks.
+lint_log=$(mktemp)
+.venv/bin/lint-imports --no-cache > "$lint_log" 2>&1 \
+  || { grep -v '^[[:space:]]*[╔╚║└╣╠]' "$lint_log" >&2; rm -f "$lint_log"; echo "test: an import crosses the package's layers (above)" >&2; exit 1; }
+rm -f "$lint_log"
 set +e
 .venv/bin/pytest "${selection[@]}" "$@"
 status=$?

@@ -27,10 +27,10 @@ _PUBLIC = {
     "ZyncComponent": "zync_assets.orchestration.component",
     "ZyncTranslator": "zync_assets.orchestration.naming",
     "ZyncAsset": "zync_assets.orchestration.naming",
-    "load_spec": "zync_assets.spec",
-    "load_specs": "zync_assets.spec",
-    "Spec": "zync_assets.spec",
-    "ZyncError": "zync_assets.errors",
+    "load_spec": "zync_assets.specs.model",
+    "load_specs": "zync_assets.specs.model",
+    "Spec": "zync_assets.specs.model",
+    "ZyncError": "zync_assets.core.errors",
 }
 __all__ = [
     "Spec",
@@ -45,11 +45,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from zync_assets.errors import ZyncError
+    from zync_assets.core.errors import ZyncError
     from zync_assets.orchestration.component import ZyncComponent
     from zync_assets.orchestration.definitions import build_zync_definitions
     from zync_assets.orchestration.naming import ZyncAsset, ZyncTranslator
-    from zync_assets.spec import Spec, load_spec, load_specs
+    from zync_assets.specs.model import Spec, load_spec, load_specs
 
 
 def __getattr__(name: str) -> Any:

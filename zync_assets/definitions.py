@@ -11,7 +11,7 @@ from __future__ import annotations
 from dagster import in_process_executor
 
 from zync_assets.orchestration.definitions import build_zync_definitions
-from zync_assets.spec import find_specs, load_spec, spec_folder
+from zync_assets.specs.model import find_specs, load_spec, spec_folder
 
 # Not load_specs: a missing default folder is an empty location here, not an error.
 defs = build_zync_definitions(

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from zync_assets.core.settings import KafkaSettings, RegistrySettings, kafka_env, registry_env
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import KafkaSettings, RegistrySettings, kafka_env, registry_env
 from zync_assets.stack.kafka import SecurePorts
 from zync_assets.stack.registry import registry_url
 from zync_assets.stack.secure import SASL_USER, local_credentials
@@ -411,7 +411,7 @@ def pool_offsets(spark, lake: Path, pool: str, killed: bool = False) -> list[int
     exactly the pool's dead-letter rows; `killed`: right after a kill, which may have
     cut a run between its commit and its copy to `<pool>_dlq` (the next run makes it),
     so the copy may lag the pool, never hold what the pool does not."""
-    from zync_assets.pools import pool_exists
+    from zync_assets.lake.pools import pool_exists
 
     raw = spark.read.format("delta").load(str(lake / pool))
     dead = sorted(

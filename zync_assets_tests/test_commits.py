@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.commits import carry_metadata, latest_commit, newest_states
-from zync_assets.errors import ZyncError
-from zync_assets.pools import pool_version
+from zync_assets.core.errors import ZyncError
+from zync_assets.lake.commits import carry_metadata, latest_commit, newest_states
+from zync_assets.lake.pools import pool_version
 
 
 def commit(table: Path, version: int, metadata: dict | None = None, adds: int = 2) -> None:

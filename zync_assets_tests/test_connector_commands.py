@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.stack.register import check_connector, check_name, check_tables
 from zync_assets_tests.conftest import free_port, run_zync
 

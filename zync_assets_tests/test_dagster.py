@@ -14,7 +14,7 @@ from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
 from zync_assets.orchestration.definitions import build_zync_definitions
 from zync_assets.orchestration.raw import PROGRESS_KEY, raw_key, watch_for_new_data
 from zync_assets.orchestration.resources import KafkaResource
-from zync_assets.spec import load_spec
+from zync_assets.specs.model import load_spec
 from zync_assets_tests.conftest import Stack, produce_json, read_topic, stateless_spec
 from zync_assets_tests.support.kafka_log import assert_sent_together
 

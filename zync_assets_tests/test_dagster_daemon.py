@@ -83,7 +83,7 @@ def sensor_runs(instance: DagsterInstance) -> list:
 
 
 def pool_rows(spark, lake: Path, pool: str, where: str = "true") -> int:
-    from zync_assets.pools import pool_exists
+    from zync_assets.lake.pools import pool_exists
 
     path = str(lake / pool)
     return spark.read.format("delta").load(path).where(where).count() if pool_exists(path) else 0

@@ -23,8 +23,8 @@ from zync_assets.demo.workload import Workload
 from zync_assets.etl.run import run_etl
 from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import pool_exists, pool_path, table_path
-from zync_assets.spec import Spec, load_spec
+from zync_assets.lake.pools import pool_exists, pool_path, table_path
+from zync_assets.specs.model import Spec, load_spec
 from zync_assets.stack.registry import CCOMPAT_PATH
 from zync_assets.stack.services import CdcPorts
 from zync_assets.tables.apply import run_tables

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.etl.report import pending_report
 from zync_assets.etl.run import run_etl
 from zync_assets.etl.state import read_state
 from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import dead_letter_path, pool_path
-from zync_assets.spec import load_spec
+from zync_assets.lake.pools import dead_letter_path, pool_path
+from zync_assets.specs.model import load_spec
 from zync_assets_tests.conftest import (
     DEMO_TABLES,
     Stack,

@@ -10,7 +10,7 @@ import pytest
 from zync_assets.etl.checks import run_checks
 from zync_assets.etl.run import EtlResult
 from zync_assets.etl.state import EtlState
-from zync_assets.pools import pool_path
+from zync_assets.lake.pools import pool_path
 
 pytestmark = pytest.mark.integration
 

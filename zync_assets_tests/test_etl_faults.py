@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from zync_assets.etl.run import run_etl
-from zync_assets.spec import load_spec
+from zync_assets.specs.model import load_spec
 from zync_assets_tests.conftest import ZYNC, Stack, run_zync
 from zync_assets_tests.support.kills import kill_when, writing
 from zync_assets_tests.support.pool_data import (

@@ -30,7 +30,7 @@ from zync_assets.codec.avro import encode
 from zync_assets.etl.report import waiting_events
 from zync_assets.kafka.clients import ensure_topic, producer
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import dead_letter_path, pool_exists, pool_path
+from zync_assets.lake.pools import dead_letter_path, pool_exists, pool_path
 from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests import cdc_streams as cdc
 from zync_assets_tests.cdc_streams import EXPIRE_OFFSETS, SPEC

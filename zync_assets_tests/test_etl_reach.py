@@ -3,9 +3,9 @@ settings, and when it must read the done records of earlier passes."""
 
 from __future__ import annotations
 
+from zync_assets.core.offsets import Offsets, offsets_to_json
 from zync_assets.etl.snapshot import Reach
 from zync_assets.etl.state import EtlState
-from zync_assets.ingest.ranges import Offsets, offsets_to_json
 
 
 def passed(cursors: Offsets, raw_seen: Offsets | None) -> EtlState:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from zync_assets import follow as follow_module
-from zync_assets.errors import Unavailable, ZyncError
-from zync_assets.follow import follow
+from zync_assets.core.errors import Unavailable, ZyncError
 from zync_assets.kafka.failures import is_transient
+from zync_assets.pipeline import follow as follow_module
+from zync_assets.pipeline.follow import follow
 
 
 @pytest.fixture(autouse=True)

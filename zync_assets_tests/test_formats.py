@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from zync_assets.codec.formats import WireFormat
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.registry import Registry
 from zync_assets_tests.conftest import Stack, produce_bytes, produce_json, read_topic
@@ -176,7 +176,7 @@ def test_to_kafka_writes_connect_json_that_ingest_reads_back_the_same(
 
 
 def test_formats_are_checked_with_a_clear_error(tmp_path: Path) -> None:
-    from zync_assets.spec import load_spec
+    from zync_assets.specs.model import load_spec
 
     with pytest.raises(
         ZyncError, match="unknown key format 'text': use one of avro, json, string, bytes"

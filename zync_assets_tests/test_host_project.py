@@ -22,11 +22,11 @@ from dagster import (
     validate_run_config,
 )
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.orchestration.definitions import AUTOMATION_SENSOR, build_zync_definitions
 from zync_assets.orchestration.naming import ZyncAsset, ZyncTranslator
 from zync_assets.orchestration.raw import ingest_run_config
-from zync_assets.spec import load_spec
+from zync_assets.specs.model import load_spec
 
 SPEC = """
 inputs:

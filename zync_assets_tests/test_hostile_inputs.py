@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.kafka.clients import topic_names
 from zync_assets.kafka.produce import Line, parse_lines
-from zync_assets.spec import load_spec
+from zync_assets.specs.model import load_spec
 from zync_assets_tests.conftest import Stack, run_zync
 
 FUZZ = int(os.environ.get("ZYNC_FUZZ_INPUTS", "300"))

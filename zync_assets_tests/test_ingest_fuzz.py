@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from zync_assets.codec.wire import frame
 from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import dead_letter_path, pool_path
+from zync_assets.lake.pools import dead_letter_path, pool_path
 from zync_assets_tests.conftest import Stack, produce_bytes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.errors import Unavailable, ZyncError
-from zync_assets.lake_store import join, lake_keys, lake_uri, spark_conf_for_lake, storage_error
-from zync_assets.pools import lake_entry, pool_path
+from zync_assets.core.errors import Unavailable, ZyncError
+from zync_assets.lake.pools import lake_entry, pool_path
+from zync_assets.lake.store import join, lake_keys, lake_uri, spark_conf_for_lake, storage_error
 
 
 @pytest.fixture

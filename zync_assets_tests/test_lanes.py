@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from zync_assets.follow import Lane, Turns
+from zync_assets.pipeline.follow import Lane, Turns
 
 
 class Commits:

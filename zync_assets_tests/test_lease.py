@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.lease import LEASE_TTL_S, PipelineLeases, pipeline_feeding
+from zync_assets.lake.lease import LEASE_TTL_S, PipelineLeases, pipeline_feeding
 
 
 def test_a_pipeline_lease_names_a_live_pipeline_only(

@@ -21,7 +21,7 @@ import pytest
 
 from zync_assets.demo.invoices import batch_lines, produce_batch, reset
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import TABLES_FOLDER
+from zync_assets.lake.pools import TABLES_FOLDER
 from zync_assets_tests.conftest import DEMO_TABLES, ZYNC, Stack, read_topic, rebuild_table
 
 pytestmark = pytest.mark.integration
@@ -77,11 +77,11 @@ def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cl
     in the lane beside the warehouse path."""
     from dagster import AssetKey, DagsterInstance, build_sensor_context
 
-    from zync_assets.lease import pipeline_feeding
+    from zync_assets.lake.lease import pipeline_feeding
     from zync_assets.orchestration.definitions import build_zync_definitions
     from zync_assets.orchestration.resources import KafkaResource
-    from zync_assets.spec import load_spec
-    from zync_assets.stack.pipeline import launch_pipeline, pipeline_service
+    from zync_assets.specs.model import load_spec
+    from zync_assets.stack.pipeline_service import launch_pipeline, pipeline_service
     from zync_assets.stack.services import stack_status
 
     reset(stack.kafka)

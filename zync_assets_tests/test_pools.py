@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.errors import ZyncError
-from zync_assets.pools import check_pool_name, list_pools, pool_exists
+from zync_assets.core.errors import ZyncError
+from zync_assets.lake.pools import check_pool_name, list_pools, pool_exists
 
 
 def test_a_log_without_a_commit_is_not_a_pool(
@@ -76,7 +76,7 @@ def test_no_command_follows_a_symbolic_link_out_of_the_lake(tmp_path: Path) -> N
     (lake / "_tables").symlink_to(tmp_path / "outside")  # a link one level up counts too
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ZYNC_LAKE", str(lake))
-        from zync_assets.pools import table_path
+        from zync_assets.lake.pools import table_path
 
         with pytest.raises(ZyncError, match="symbolic link"):
             table_path("Precious")

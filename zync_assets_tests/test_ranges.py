@@ -6,10 +6,8 @@ import json
 
 import pytest
 
-from zync_assets.errors import ZyncError
-from zync_assets.etl.expiry import Expiry, parse_expiry
-from zync_assets.ingest.ingest import _cap
-from zync_assets.ingest.ranges import (
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.offsets import (
     OffsetRange,
     advance,
     lag,
@@ -18,8 +16,10 @@ from zync_assets.ingest.ranges import (
     plan_ranges,
     spark_offsets_json,
 )
+from zync_assets.core.settings import KafkaSettings
+from zync_assets.ingest.ingest import _cap
 from zync_assets.ingest.source import java_client_options
-from zync_assets.settings import KafkaSettings
+from zync_assets.specs.expiry import Expiry, parse_expiry
 
 
 def test_ranges_start_at_progress_or_the_low_watermark_and_skip_empty_ones() -> None:

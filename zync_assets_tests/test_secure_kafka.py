@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, materialize
 
+from zync_assets.core.settings import KafkaSettings, RegistrySettings, kafka_env, registry_env
 from zync_assets.orchestration.definitions import build_zync_definitions
-from zync_assets.settings import KafkaSettings, RegistrySettings, kafka_env, registry_env
-from zync_assets.spec import load_spec
+from zync_assets.specs.model import load_spec
 from zync_assets.stack.secure import local_credentials
 from zync_assets_tests.conftest import (
     ZYNC,
@@ -299,7 +299,7 @@ def test_the_tls_probe_tells_tls_listeners_from_a_plaintext_one(secured: Stack) 
     """What picks the advice when a TLS handshake fails: "not this protocol" for a
     plaintext listener, "check the certificates" for a TLS one, also one that demands a
     client certificate the probe does not have."""
-    from zync_assets.tls_probe import speaks_tls
+    from zync_assets.core.tls_probe import speaks_tls
 
     def first(settings: KafkaSettings) -> str:
         return settings.bootstrap_servers.split(",")[0]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.errors import ZyncError
-from zync_assets.settings import kafka_settings, registry_settings
-from zync_assets.timeparse import parse_duration
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import kafka_settings, registry_settings
+from zync_assets.core.timeparse import parse_duration
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_bad_duration() -> None:
 
 
 def test_the_sensor_interval_reads_durations_and_refuses_nonsense() -> None:
-    from zync_assets.settings import sensor_interval_seconds
+    from zync_assets.core.settings import sensor_interval_seconds
 
     assert sensor_interval_seconds({}) == 1  # every loop of Dagster's sensor daemon
     assert sensor_interval_seconds({"ZYNC_SENSOR_INTERVAL": "1m"}) == 60
@@ -91,7 +91,7 @@ def test_the_sensor_interval_reads_durations_and_refuses_nonsense() -> None:
 
 
 def test_outage_retry_defaults_to_five_minutes_and_refuses_nonsense() -> None:
-    from zync_assets.settings import outage_retry_seconds
+    from zync_assets.core.settings import outage_retry_seconds
 
     assert outage_retry_seconds({}) == 300
     assert outage_retry_seconds({"ZYNC_OUTAGE_RETRY": "0"}) == 0
@@ -104,7 +104,7 @@ def test_the_variables_written_for_a_child_process_read_back_as_the_same_setting
 ) -> None:
     """kafka_env/registry_env name the variables a second time (the stack hands them to
     Dagster and the pipeline service): a round trip keeps the two lists in step."""
-    from zync_assets.settings import KafkaSettings, RegistrySettings, kafka_env, registry_env
+    from zync_assets.core.settings import KafkaSettings, RegistrySettings, kafka_env, registry_env
 
     monkeypatch.chdir(tmp_path)  # no resources/*.json to mix in
     monkeypatch.setenv("HOME", str(tmp_path))

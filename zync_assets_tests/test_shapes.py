@@ -2,7 +2,7 @@
 
 import pytest
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.tokafka.shapes import (
     Array,
     Decimal,

@@ -41,8 +41,8 @@ def test_variant_keeps_a_missing_field_apart_from_a_null_one(spark) -> None:
 def test_a_local_driver_maps_its_classes_from_installs_archive(tmp_path: Path) -> None:
     """scripts/install.sh built the class-data archive for this Java and these jars; a
     `zync` command's driver loads most of its classes from it, not from the jars."""
-    from zync_assets.spark import spark_jars
-    from zync_assets.spark_archive import archive_path
+    from zync_assets.spark.archive import archive_path
+    from zync_assets.spark.session import spark_jars
     from zync_assets_tests.conftest import zync_ok
 
     archive = archive_path(spark_jars())
@@ -59,7 +59,7 @@ def test_a_local_driver_maps_its_classes_from_installs_archive(tmp_path: Path) -
 
 def test_the_archive_is_named_by_its_java_and_jars(tmp_path: Path) -> None:
     """A changed jar finds no archive (and the driver starts as before), never a stale one."""
-    from zync_assets.spark_archive import archive_path
+    from zync_assets.spark.archive import archive_path
 
     jar = tmp_path / "a.jar"
     jar.write_bytes(b"one")
@@ -114,7 +114,7 @@ def test_a_projects_spark_conf_is_read_over_zyncs_defaults(
 ) -> None:
     """The package carries what every session needs (Delta's extension and catalog); a
     project's file only says what it changes."""
-    from zync_assets.spark import spark_conf
+    from zync_assets.spark.session import spark_conf
 
     own = tmp_path / "spark.conf"
     own.write_text("spark.driver.memory 6g\nspark.sql.shuffle.partitions 16\n")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import pool_exists
+from zync_assets.lake.pools import pool_exists
 from zync_assets.stack.spark_server import launch_spark_server, spark_service, spark_url
 from zync_assets_tests.conftest import (
     DEMO_TABLES,

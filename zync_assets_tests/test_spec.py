@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.errors import ZyncError
-from zync_assets.etl.rules import split_join_on
-from zync_assets.spec import find_specs, load_spec
+from zync_assets.core.errors import ZyncError
+from zync_assets.specs.model import find_specs, load_spec
+from zync_assets.specs.rules import split_join_on
 
 HEAD = """
 inputs:

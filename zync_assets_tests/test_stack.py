@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from zync_assets import jars
-from zync_assets.errors import ZyncError
-from zync_assets.settings import RegistrySettings
-from zync_assets.spark import spark_jars
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import RegistrySettings
+from zync_assets.spark.session import spark_jars
 from zync_assets.stack import connect, java
 from zync_assets.stack.connectors import connector_config
 from zync_assets.stack.process import Service

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from zync_assets.demo.via_dagster import covers
-from zync_assets.status import (
+from zync_assets.pipeline.status import (
     OutputStatus,
     PartitionLag,
     raw_status,
@@ -48,7 +48,7 @@ def test_status_shows_lag_pending_dead_letters_and_unsent_records(
 ) -> None:
     from zync_assets.etl.run import run_etl
     from zync_assets.ingest.ingest import ingest
-    from zync_assets.spec import load_spec
+    from zync_assets.specs.model import load_spec
     from zync_assets.tables.apply import run_tables
 
     spec_path = tmp_path / "status.yaml"
@@ -127,7 +127,7 @@ def test_pending_events_come_from_the_last_pass_until_new_events_come_in(
     from zync_assets.etl.report import pending_view
     from zync_assets.etl.run import run_etl
     from zync_assets.ingest.ingest import ingest
-    from zync_assets.spec import load_spec
+    from zync_assets.specs.model import load_spec
 
     left, right = f"{topic}_l", f"{topic}_r"
     spec_path = tmp_path / "pending.yaml"

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.kafka.registry import Registry
-from zync_assets.pipeline import Pipeline as StagePipeline
-from zync_assets.pools import table_path
-from zync_assets.spec import load_spec
-from zync_assets.stage_failures import read_failure
-from zync_assets.status import failures, table_status
+from zync_assets.lake.pools import table_path
+from zync_assets.pipeline.failures import read_failure
+from zync_assets.pipeline.run import Pipeline as StagePipeline
+from zync_assets.pipeline.status import failures, table_status
+from zync_assets.specs.model import load_spec
 from zync_assets.tables.apply import rebuild_table, run_tables
 from zync_assets_tests.conftest import Stack, produce_json
 from zync_assets_tests.test_etl import Pipeline
@@ -159,7 +159,7 @@ def test_the_documented_dead_letter_queries_answer_before_the_first_dead_letter(
 ) -> None:
     """docs/operations.md's queries of `<pool>_dlq` (raw: unreadable messages; staging:
     expired events) failed with TABLE_OR_VIEW_NOT_FOUND while a pool had none."""
-    from zync_assets.query import register_pools
+    from zync_assets.pipeline.query import register_pools
 
     pipe = Pipeline(spark, stack, tmp_path, SPEC, ["Items", "Out"])
     pipe.send("Items", [event(1, 10)])
@@ -180,7 +180,7 @@ def test_a_topic_only_a_lake_table_reads_is_no_part_of_the_etls_lag(
     ended in `zync status`; the table's own lag counts them, and is 0 once applied."""
     from zync_assets.etl.compile import compile_rules
     from zync_assets.etl.snapshot import reach
-    from zync_assets.status import staging_status
+    from zync_assets.pipeline.status import staging_status
 
     text = SPEC.replace(
         "  - {topic: $Items, pool: Raw}\n",

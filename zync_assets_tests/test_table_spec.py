@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.errors import ZyncError
-from zync_assets.pools import check_pool_name
-from zync_assets.spec import load_spec
+from zync_assets.core.errors import ZyncError
+from zync_assets.lake.pools import check_pool_name
+from zync_assets.specs.model import load_spec
 from zync_assets.tables.columns import ColumnTypeError, column_type, merged_type, split_fields
 from zync_assets.tables.declared import declared_columns
 

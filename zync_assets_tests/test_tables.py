@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import pool_exists, table_changes_path, table_path
+from zync_assets.lake.pools import pool_exists, table_changes_path, table_path
 from zync_assets.tables.apply import run_tables
 from zync_assets_tests.conftest import Stack, run_zync
 from zync_assets_tests.test_etl import Pipeline
@@ -289,7 +289,7 @@ def test_a_pass_that_dies_between_its_change_log_and_its_merge_is_retried_whole(
 def test_maintenance_keeps_a_tables_rows_and_cursors(tables: Tables) -> None:
     """What `zync run` does every --compact-every commits (compaction, vacuum, a carry of
     the table's state): the rows stay, and the next pass goes on from the cursors."""
-    from zync_assets.maintenance import Maintenance
+    from zync_assets.pipeline.maintenance import Maintenance
 
     for lsn in (10, 20, 30):  # three passes: three small files
         tables.send_changes([change("c", lsn, None, row(lsn, f"n{lsn}"))])

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.pools import table_path
+from zync_assets.lake.pools import table_path
 from zync_assets_tests.conftest import Stack, produce_json
 from zync_assets_tests.table_model import Change, TableModel
 from zync_assets_tests.test_etl import Pipeline

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.kafka.clients import cluster_metadata
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import pool_path
+from zync_assets.lake.pools import pool_path
 from zync_assets.tokafka import encode
 from zync_assets.tokafka import sync as sync_module
 from zync_assets.tokafka.jvm_sender import JvmSender
@@ -352,7 +352,7 @@ def test_a_transaction_across_two_topics_commits_both_parts_or_neither(
     """A pool's sender (transactional id per pool) sends parts to several topics in one
     Kafka transaction: a part the broker refuses rolls back the other topic's too."""
     from zync_assets.kafka.clients import ensure_topic
-    from zync_assets.tokafka.send import Part
+    from zync_assets.tokafka.sender import Part
 
     small, big = f"{topic}_a", f"{topic}_b"
     for name in (small, big):
@@ -378,7 +378,7 @@ def test_a_transaction_across_two_topics_commits_both_parts_or_neither(
 
 @pytest.mark.parametrize("kind", SENDERS)
 def test_a_sender_without_a_broker_says_where_it_looked(spark, topic: str, kind: str) -> None:
-    from zync_assets.settings import KafkaSettings
+    from zync_assets.core.settings import KafkaSettings
 
     with pytest.raises(
         ZyncError, match=r"cannot start a Kafka transaction for topic .* at 127\.0\.0\.1:9 "

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.etl.report import pending_report, waiting_events
 from zync_assets.etl.run import run_etl
 from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.clients import ensure_topic
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import dead_letter_path, pool_exists, pool_path
-from zync_assets.spec import load_spec
+from zync_assets.lake.pools import dead_letter_path, pool_exists, pool_path
+from zync_assets.specs.model import load_spec
 from zync_assets.tokafka.sync import sync_pool, sync_topic
 from zync_assets_tests.conftest import Stack
 
@@ -280,7 +280,7 @@ def test_a_later_transaction_on_a_held_key_waits_whole_and_an_open_one_expires(
 def test_a_table_from_a_gated_output_applies_each_source_transaction_in_one_commit(
     spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path
 ) -> None:
-    from zync_assets.pools import table_path
+    from zync_assets.lake.pools import table_path
     from zync_assets.tables.apply import run_tables
 
     source = Source(stack, f"txn{uuid.uuid4().hex[:6]}")

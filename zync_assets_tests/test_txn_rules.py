@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.etl.compile import compile_rules
 from zync_assets.etl.report import explain_spec, pending_report
 from zync_assets.kafka.clients import ensure_topic
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import dead_letter_path, pool_exists, pool_path
-from zync_assets.spec import load_spec
+from zync_assets.lake.pools import dead_letter_path, pool_exists, pool_path
+from zync_assets.specs.model import load_spec
 from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests.conftest import Stack
 from zync_assets_tests.test_transactions import Source, Txn, etl_pass, kafka_offsets

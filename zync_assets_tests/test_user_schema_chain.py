@@ -30,8 +30,8 @@ import pytest
 import yaml
 
 from zync_assets.demo.chain import Chain
-from zync_assets.pools import table_path
-from zync_assets.spec import load_spec
+from zync_assets.lake.pools import table_path
+from zync_assets.specs.model import load_spec
 from zync_assets.stack.services import CdcPorts
 from zync_assets_tests.conftest import Stack, run_zync
 from zync_assets_tests.test_debezium_chain import make_chain, pipeline_pass

@@ -8,7 +8,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
-from zync_assets.tokafka.steps import ENCODER_ERROR
+from zync_assets.tokafka.per_topic import ENCODER_ERROR
 
 pytestmark = pytest.mark.integration
 

@@ -39,12 +39,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from zync_assets.commits import commit_info
 from zync_assets.etl.state import read_state
 from zync_assets.kafka.registry import Registry
-from zync_assets.maintenance import Maintained, Maintenance
-from zync_assets.pools import commit_file, pool_path, pool_version
-from zync_assets.spec import load_spec
+from zync_assets.lake.commits import commit_info
+from zync_assets.lake.pools import commit_file, pool_path, pool_version
+from zync_assets.pipeline.maintenance import Maintained, Maintenance
+from zync_assets.specs.model import load_spec
 from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests.conftest import Stack
 from zync_assets_tests.test_transactions import etl_pass

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.etl.compile import compile_rules
 from zync_assets.etl.report import explain_spec
 from zync_assets.etl.run import run_etl
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import pool_path
-from zync_assets.spec import load_spec
+from zync_assets.lake.pools import pool_path
+from zync_assets.specs.model import load_spec
 from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests.conftest import Stack, run_zync
 from zync_assets_tests.test_transactions import Source as TxnSource

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from zync_assets import jars
-from zync_assets.locations import jars_dir
+from zync_assets.core.locations import jars_dir
 
 
 @click.command("jars")

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import click
 
-from zync_assets.errors import ZyncError, first_line, storage_failure
-from zync_assets.spark_jvm import QuietPy4J, jvm_lost
+from zync_assets.core.errors import ZyncError, first_line, storage_failure
+from zync_assets.spark.jvm import QuietPy4J, jvm_lost
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class LazyCommand:
 
 _TOPICS, _PIPELINE, _POOLS = (
     "zync_assets.cli.topics",
-    "zync_assets.cli.pipeline",
+    "zync_assets.cli.stages",
     "zync_assets.cli.pools",
 )
 COMMANDS = {
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
                 err=True,
             )
             sys.exit(1)
-        from zync_assets.spark_connect import connect_failure  # PySpark: only on a failure
+        from zync_assets.spark.connect import connect_failure  # PySpark: only on a failure
 
         if (lost := connect_failure(exc)) is not None:  # the Spark Connect server went away
             click.echo(f"zync: error: {lost}", err=True)

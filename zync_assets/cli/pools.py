@@ -6,9 +6,9 @@ import json
 
 import click
 
-from zync_assets import lake_store
-from zync_assets.errors import ZyncError
-from zync_assets.pools import lake_dir, list_pools, pool_exists, pool_path, pool_version
+from zync_assets.core.errors import ZyncError
+from zync_assets.lake import store as lake_store
+from zync_assets.lake.pools import lake_dir, list_pools, pool_exists, pool_path, pool_version
 
 
 @click.group()
@@ -51,8 +51,8 @@ def pool_maintain(names: tuple[str, ...]) -> None:
 
     Safe beside running writers. `zync run --follow` does this by itself every
     --compact-every commits; see docs/operations.md#maintenance."""
-    from zync_assets.maintenance import maintain_pools
-    from zync_assets.spark import spark_session
+    from zync_assets.pipeline.maintenance import maintain_pools
+    from zync_assets.spark.session import spark_session
 
     chosen = names or list_pools()
     paths = [pool_path(name) for name in chosen]
@@ -69,8 +69,8 @@ def pool_maintain(names: tuple[str, ...]) -> None:
 def query(sql: str, as_of: str | None) -> None:
     """Run Spark SQL over the pools and lake tables (each is a view of its name) and
     print JSON lines."""
-    from zync_assets.query import check_as_of, run_query
-    from zync_assets.spark import spark_session
+    from zync_assets.pipeline.query import check_as_of, run_query
+    from zync_assets.spark.session import spark_session
 
     if as_of is not None:
         check_as_of(as_of)  # before Spark starts: a typo costs no JVM

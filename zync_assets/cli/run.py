@@ -11,23 +11,23 @@ from typing import TYPE_CHECKING
 
 import click
 
-from zync_assets.cli.pipeline import describe, describe_etl, graceful_stop, spec_shaper
+from zync_assets.cli.stages import describe, describe_etl, graceful_stop, spec_shaper
 from zync_assets.cli.tokafka import describe as describe_sync
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.locations import state_dir
+from zync_assets.core.settings import kafka_settings, registry_settings
+from zync_assets.core.timeparse import parse_duration
 from zync_assets.etl.run import EtlResult
-from zync_assets.follow import Lane, Turns, follow
 from zync_assets.ingest.ingest import IngestResult
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
-from zync_assets.lease import PipelineLeases
-from zync_assets.locations import state_dir
-from zync_assets.maintenance import Maintained, Maintenance, MaintenancePolicy
-from zync_assets.pipeline import FAILED_RETRY_S, PassResult, Pipeline, PipelineReporter
-from zync_assets.settings import kafka_settings, registry_settings
-from zync_assets.spec import Route, Spec, load_spec
+from zync_assets.lake.lease import PipelineLeases
+from zync_assets.pipeline.follow import Lane, Turns, follow
+from zync_assets.pipeline.maintenance import Maintained, Maintenance, MaintenancePolicy
+from zync_assets.pipeline.run import FAILED_RETRY_S, PassResult, Pipeline, PipelineReporter
+from zync_assets.specs.model import Route, Spec, load_spec
 from zync_assets.stack.dagster import instance_home
 from zync_assets.tables.apply import TableResult, describe_table
-from zync_assets.timeparse import parse_duration
 from zync_assets.tokafka.sync import SyncResult
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def _run(
     shaper: Shaper | None,
     home: Path | None,
 ) -> None:
-    from zync_assets.spark import in_scheduler_pool, spark_session
+    from zync_assets.spark.session import in_scheduler_pool, spark_session
 
     started = time.monotonic()
     spark = spark_session(long_lived=keep_going)

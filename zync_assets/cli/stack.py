@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from zync_assets.locations import state_dir
-from zync_assets.spark_connect import SPARK_CONNECT_PORT
+from zync_assets.core.locations import state_dir
+from zync_assets.spark.connect import SPARK_CONNECT_PORT
 from zync_assets.stack.dagster import DAGSTER_PORT
 from zync_assets.stack.kafka import SecurePorts
 from zync_assets.stack.registry import registry_url

@@ -14,12 +14,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from zync_assets.errors import ZyncError
-from zync_assets.pools import lake_dir, pool_path
-from zync_assets.settings import kafka_settings
-from zync_assets.spec import Spec, all_raw_pools, find_specs, load_spec, project_spec_folder
-from zync_assets.stage_failures import Failure
-from zync_assets.status import (
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import kafka_settings
+from zync_assets.lake.pools import lake_dir, pool_path
+from zync_assets.pipeline.failures import Failure
+from zync_assets.pipeline.status import (
     RawStatus,
     StagingStatus,
     TableStatus,
@@ -28,6 +27,7 @@ from zync_assets.status import (
     staging_status,
     table_status,
 )
+from zync_assets.specs.model import Spec, all_raw_pools, find_specs, load_spec, project_spec_folder
 
 if TYPE_CHECKING:  # status starts Spark only when the pools' records cannot answer
     from pyspark.sql import SparkSession
@@ -241,7 +241,7 @@ def _read_statuses(loaded: list[Spec]) -> tuple[list[RawStatus], list[StagingSta
 
         @functools.cache
         def spark() -> SparkSession:  # only for dead letters and pending events
-            from zync_assets.spark import spark_session
+            from zync_assets.spark.session import spark_session
 
             progress.update("starting Spark to read the pools…")
             session = spark_session("zync-status")

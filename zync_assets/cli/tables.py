@@ -7,10 +7,10 @@ import json
 
 import click
 
-from zync_assets.errors import ZyncError
-from zync_assets.ingest.ranges import offsets_to_json
-from zync_assets.pools import pool_exists, table_path
-from zync_assets.spec import load_spec
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.offsets import offsets_to_json
+from zync_assets.lake.pools import pool_exists, table_path
+from zync_assets.specs.model import load_spec
 from zync_assets.tables.state import table_history
 
 
@@ -24,9 +24,9 @@ def table() -> None:
 @click.option("--table", "only", help="Only this table.")
 def table_apply(specs: tuple[str, ...], only: str | None) -> None:
     """One pass of the tables of SPECS: their pools' new events, merged."""
+    from zync_assets.core.settings import registry_settings
     from zync_assets.kafka.registry import Registry
-    from zync_assets.settings import registry_settings
-    from zync_assets.spark import spark_session
+    from zync_assets.spark.session import spark_session
     from zync_assets.tables.apply import describe_table, run_tables
 
     loaded = [load_spec(path) for path in specs]
@@ -52,10 +52,10 @@ def table_rebuild(spec: str, name: str) -> None:
 
     The table is replaced in place, in its own history (`zync table history` shows the
     rebuild; time travel reads what it was before); each source event is applied once."""
+    from zync_assets.core.settings import registry_settings
     from zync_assets.kafka.registry import Registry
-    from zync_assets.settings import registry_settings
-    from zync_assets.spark import spark_session
-    from zync_assets.stage_failures import clear_failure
+    from zync_assets.pipeline.failures import clear_failure
+    from zync_assets.spark.session import spark_session
     from zync_assets.tables.apply import describe_table, rebuild_table
 
     loaded = load_spec(spec)
@@ -100,8 +100,8 @@ def history(name: str, style: str) -> None:
 def changes(name: str, start: int, end: int | None) -> None:
     """What changed in table NAME between two versions (Delta's change data feed), as JSON
     lines with _change_type (insert, update_preimage, update_postimage, delete)."""
-    from zync_assets.query import change_feed
-    from zync_assets.spark import spark_session
+    from zync_assets.pipeline.query import change_feed
+    from zync_assets.spark.session import spark_session
 
     path = _existing(name)  # before Spark's start: a wrong name answers at once
     for row in change_feed(spark_session(), path, start, end):

@@ -14,12 +14,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from zync_assets.cli.pipeline import graceful_stop
+from zync_assets.cli.stages import graceful_stop
 from zync_assets.codec.formats import OUTPUT_FORMATS
-from zync_assets.follow import follow
+from zync_assets.core.settings import kafka_settings, registry_settings
+from zync_assets.core.timeparse import parse_duration
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import kafka_settings, registry_settings
-from zync_assets.timeparse import parse_duration
+from zync_assets.pipeline.follow import follow
 from zync_assets.tokafka.sync import SyncResult
 
 
@@ -65,7 +65,7 @@ def to_kafka(
     exit_after: str | None,
 ) -> None:
     """Send staging output records to Kafka from each topic's last committed record on."""
-    from zync_assets.spark import spark_session
+    from zync_assets.spark.session import spark_session
     from zync_assets.tokafka.encode import require_staging
     from zync_assets.tokafka.sync import sync_pool
 

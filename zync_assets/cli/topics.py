@@ -9,15 +9,15 @@ from typing import Any, BinaryIO
 
 import click
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import kafka_settings, registry_settings
+from zync_assets.core.timeparse import parse_duration
 from zync_assets.kafka.consume import Undecodable
 from zync_assets.kafka.consume import consume as consume_topic
 from zync_assets.kafka.offsets import topic_offsets
 from zync_assets.kafka.produce import parse_lines
 from zync_assets.kafka.produce import produce as produce_lines
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import kafka_settings, registry_settings
-from zync_assets.timeparse import parse_duration
 
 
 def _read_schema(path: str | None) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 
 VALUE_FORMATS = ("avro", "json")
 KEY_FORMATS = ("avro", "json", "string", "bytes")

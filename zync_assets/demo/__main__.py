@@ -25,22 +25,22 @@ from dagster import AssetKey
 from rich.console import Console
 from rich.table import Table
 
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.locations import state_dir
+from zync_assets.core.settings import kafka_settings, registry_settings
 from zync_assets.demo.cdc_demo import run_cdc_demo
 from zync_assets.demo.invoices import BATCHES, TOPICS, produce_batch, reset
 from zync_assets.demo.via_dagster import Stage, open_instance, wait_for_stages
-from zync_assets.errors import ZyncError
 from zync_assets.etl.report import pending_report
 from zync_assets.etl.run import run_etl
 from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.kafka.registry import Registry
-from zync_assets.locations import state_dir
+from zync_assets.lake.pools import pool_path
 from zync_assets.orchestration.raw import PROGRESS_KEY
 from zync_assets.orchestration.staging import RAW_SEEN_KEY
-from zync_assets.pools import pool_path
-from zync_assets.settings import kafka_settings, registry_settings
-from zync_assets.spark import spark_session
-from zync_assets.spec import load_spec
+from zync_assets.spark.session import spark_session
+from zync_assets.specs.model import load_spec
 from zync_assets.stack.dagster import DAGSTER_PORT, dagster_home, dagster_service, dagster_url
 from zync_assets.stack.services import StackPorts, stack_up
 from zync_assets.tokafka.sync import sync_pool

@@ -31,16 +31,16 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.locations import state_dir
+from zync_assets.core.settings import kafka_settings
 from zync_assets.demo.chain import Chain
 from zync_assets.demo.lake import HISTORY, INVOICES, LakeTables
 from zync_assets.demo.via_dagster import open_instance, running_runs
-from zync_assets.errors import ZyncError
-from zync_assets.locations import state_dir
-from zync_assets.pools import drop_pool_files, drop_table_files
-from zync_assets.settings import kafka_settings
-from zync_assets.spark_connect import SPARK_CONNECT_PORT
+from zync_assets.lake.pools import drop_pool_files, drop_table_files
+from zync_assets.spark.connect import SPARK_CONNECT_PORT
 from zync_assets.stack.dagster import dagster_home, dagster_service, dagster_url
-from zync_assets.stack.pipeline import pipeline_service
+from zync_assets.stack.pipeline_service import pipeline_service
 from zync_assets.stack.registry import registry_v2_url
 from zync_assets.stack.services import CdcPorts, StackPorts, stack_up
 

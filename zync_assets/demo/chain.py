@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 import yaml
 
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka.clients import delete_topics, topic_names
-from zync_assets.settings import KafkaSettings
 from zync_assets.stack import postgres
 from zync_assets.stack.connectors import ConnectApi
 from zync_assets.stack.register import StackAddresses, register_sink, register_source

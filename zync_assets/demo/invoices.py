@@ -6,10 +6,10 @@ import json
 from importlib import resources
 from typing import Any
 
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka import clients
 from zync_assets.kafka.produce import Line, encode_lines
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import KafkaSettings
 
 TOPICS = ("Invoices", "InvoiceStatus")
 OUTPUT_TOPICS = ("NewInvoices",)
@@ -50,7 +50,7 @@ def produce_batch(number: int, kafka: KafkaSettings, registry: Registry) -> int:
 
 def reset(kafka: KafkaSettings, lake_pools: tuple[str, ...] = ("Raw", "Staging")) -> None:
     """Start the demo afresh: delete its topics and pools (names the demo owns)."""
-    from zync_assets.pools import drop_pool_files
+    from zync_assets.lake.pools import drop_pool_files
 
     clients.delete_topics(kafka, list(TOPICS + OUTPUT_TOPICS))
     for pool in lake_pools:

@@ -18,10 +18,10 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.table import Table
 
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.locations import state_dir
 from zync_assets.demo.chain import Chain
-from zync_assets.errors import ZyncError
-from zync_assets.locations import state_dir
-from zync_assets.pools import pool_exists, table_path
+from zync_assets.lake.pools import pool_exists, table_path
 
 INVOICES = "invoices"
 HISTORY = "invoice_status_history"
@@ -48,7 +48,7 @@ class LakeTables:
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
-            from zync_assets.spark import spark_session
+            from zync_assets.spark.session import spark_session
 
             # The JVM's own start-up lines (module warnings, log4j's default-level hint)
             # go to a log, not the demo's screen: the JVM keeps the stderr it starts with.

@@ -18,8 +18,8 @@ from pathlib import Path
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster._core.instance.ref import InstanceRef
 
-from zync_assets.errors import ZyncError
-from zync_assets.ingest.ranges import Offsets, offsets_from_json
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.offsets import Offsets, offsets_from_json
 from zync_assets.orchestration.raw import ACTIVE_RUN_STATUSES
 
 _FAILED = [DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]

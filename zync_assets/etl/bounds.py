@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from zync_assets.ingest.ranges import Offsets
+from zync_assets.core.offsets import Offsets
 
 
 def above_cursors(cursors: Offsets, topics: list[str], prefix: str = "kafka") -> Column:

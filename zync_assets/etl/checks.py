@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from zync_assets.etl.bounds import above_cursors
 from zync_assets.etl.run import EtlResult
-from zync_assets.pools import pool_path
+from zync_assets.lake.pools import pool_path
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from zync_assets.delta_writes import append_once
 from zync_assets.etl.state import app_id
+from zync_assets.lake.delta_writes import append_once
 
 
 def append_pass(

@@ -24,12 +24,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.etl.group_sql import check_yields, group_value, run_sql
-from zync_assets.etl.rules import Rule
 from zync_assets.etl.view_sql import check_view_columns, empty_rows, view_sql
-from zync_assets.spark import select_over
-from zync_assets.spec import Spec
+from zync_assets.spark.session import select_over
+from zync_assets.specs.model import Spec
+from zync_assets.specs.rules import Rule
 
 EVENT_FIELDS = ("kafka", "key", "value", "op", "before", "after", "source", "ts_ms")
 RAW_SCHEMA = (

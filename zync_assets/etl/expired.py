@@ -17,11 +17,11 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.window import WindowSpec
 
-from zync_assets.delta_writes import append_once
 from zync_assets.etl.compile import CompiledRule, event_columns
 from zync_assets.etl.gate import GATED, GROUP_SCOPE, TXN, member_of
 from zync_assets.etl.open_txns import open_transactions
-from zync_assets.pools import dead_letter_path, pool_path
+from zync_assets.lake.delta_writes import append_once
+from zync_assets.lake.pools import dead_letter_path, pool_path
 
 # A staging pool's `<pool>_dlq`: the events that waited too long, as the ETL read them.
 EXPIRED_SCHEMA = (

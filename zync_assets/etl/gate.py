@@ -44,7 +44,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from zync_assets.etl.compile import CompiledRule
-from zync_assets.etl.expiry import parse_expiry
+from zync_assets.specs.expiry import parse_expiry
 
 TXN = "__txn"  # the transaction a member belongs to (topic-scoped id), else null
 GATED = "__gated"  # a member of a transaction not (yet) complete
@@ -204,7 +204,7 @@ def _with_expiry(marked: DataFrame, rules: list[CompiledRule], now: dt.datetime)
         scope = group_scope(rule) if rule.rule.group_by else scope
         if scope and rule.rule.expire_after:
             seconds = parse_expiry(rule.rule.expire_after).seconds
-            assert seconds is not None  # rules.py: a transaction or group expires by time
+            assert seconds is not None  # specs/rules.py: a transaction or group expires by time
             bounds[scope] = min(bounds.get(scope, seconds), seconds)
     if not bounds:
         return marked.withColumn(TXN_EXPIRED, F.lit(False))

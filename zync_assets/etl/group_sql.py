@@ -15,7 +15,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from zync_assets.etl.rules import Rule
+from zync_assets.specs.rules import Rule
 
 EVENTS = "events"  # what the SQL reads
 YIELDS = ("txn", "key", "value")  # what it must yield; `topic` too, with several outs

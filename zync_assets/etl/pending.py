@@ -13,8 +13,8 @@ from zync_assets.etl import classify as cl
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import gate
 from zync_assets.etl.snapshot import Reach, Snapshot, reach, snapshot
-from zync_assets.spark import pinned, unpin
-from zync_assets.spec import Spec
+from zync_assets.spark.session import pinned, unpin
+from zync_assets.specs.model import Spec
 
 
 @dataclass(frozen=True)

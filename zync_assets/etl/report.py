@@ -14,8 +14,8 @@ from zync_assets.etl.gate import TXN
 from zync_assets.etl.open_txns import OpenTransaction, describe, open_transactions
 from zync_assets.etl.pending import classified_events
 from zync_assets.etl.state import read_state
-from zync_assets.pools import pool_path
-from zync_assets.spec import Spec
+from zync_assets.lake.pools import pool_path
+from zync_assets.specs.model import Spec
 
 
 def explain_spec(spark: SparkSession, spec: Spec) -> str:
@@ -24,7 +24,7 @@ def explain_spec(spark: SparkSession, spec: Spec) -> str:
         r = rule.rule
         lines.append(f"rule {r.number}: {r.type} → {', '.join(r.output_topics)}")
         if r.type == "denorm":
-            assert r.join_on is not None  # a denorm rule has one (spec.py)
+            assert r.join_on is not None  # a denorm rule has one (specs/model.py)
             lines.append(
                 f"  left {r.left} / right {r.right}, pairs where {r.join_on[0]} = {r.join_on[1]}"
             )

@@ -20,6 +20,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from zync_assets.core.offsets import Offsets
 from zync_assets.etl import classify as cl
 from zync_assets.etl.commit import append_pass
 from zync_assets.etl.compile import CompiledRule, compile_rules
@@ -31,10 +32,9 @@ from zync_assets.etl.records import DONE_STATUS, done_records, output_records, o
 from zync_assets.etl.snapshot import Reach, history, new_cursors, reach
 from zync_assets.etl.state import EtlState, figures_metadata, read_state, state_metadata
 from zync_assets.etl.views import ViewOutputs, view_outputs
-from zync_assets.ingest.ranges import Offsets
-from zync_assets.pools import pool_path
-from zync_assets.spark import sized_work, union_all
-from zync_assets.spec import Spec
+from zync_assets.lake.pools import pool_path
+from zync_assets.spark.session import sized_work, union_all
+from zync_assets.specs.model import Spec
 
 
 @dataclass(frozen=True)

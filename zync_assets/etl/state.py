@@ -17,8 +17,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from zync_assets.commits import latest_commit, metadata
-from zync_assets.ingest.ranges import Offsets, offsets_from_json, offsets_to_json
+from zync_assets.core.offsets import Offsets, offsets_from_json, offsets_to_json
+from zync_assets.lake.commits import latest_commit, metadata
 
 METADATA_KEY = "zync_etl"
 

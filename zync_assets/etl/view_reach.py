@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from zync_assets.etl.view_joins import JoinGraph
 from zync_assets.etl.view_state import newest
-from zync_assets.spark import union_all
+from zync_assets.spark.session import union_all
 
 IMAGES = ["__topic", "__id", "key", "__old", "__new"]  # a reached row: before and after
 CHANGED = -1  # `__via` of the changed rows themselves

@@ -12,7 +12,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from zync_assets.etl.rules import Rule
+from zync_assets.specs.rules import Rule
 
 CURRENT_ROWS = "key variant, after variant"  # each input as the SQL sees it
 

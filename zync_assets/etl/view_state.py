@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from zync_assets.etl.compile import CompiledRule
-from zync_assets.spark import pinned, unpin
+from zync_assets.spark.session import pinned, unpin
 
 VIEW_KIND = "view"  # the staging pool's `kind` of a view's row versions
 

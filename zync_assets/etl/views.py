@@ -31,8 +31,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from zync_assets.debezium import is_unavailable
-from zync_assets.errors import ZyncError
+from zync_assets.core.debezium import is_unavailable
+from zync_assets.core.errors import ZyncError
 from zync_assets.etl.classify import COORDS, WAITING_STATES, coords, position
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import TXN, TXN_POS
@@ -41,8 +41,8 @@ from zync_assets.etl.view_joins import JoinGraph, join_graph
 from zync_assets.etl.view_reach import Inputs, reached_rows
 from zync_assets.etl.view_sql import empty_rows, view_sql
 from zync_assets.etl.view_state import VIEW_KIND, committed_versions, newest, row_id
-from zync_assets.pools import pool_exists
-from zync_assets.spark import pinned, union_all, unpin
+from zync_assets.lake.pools import pool_exists
+from zync_assets.spark.session import pinned, union_all, unpin
 
 
 @dataclass(frozen=True)

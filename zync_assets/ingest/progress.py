@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from zync_assets.commits import latest_commit, metadata
-from zync_assets.ingest.ranges import Offsets, offsets_from_json, offsets_to_json
-from zync_assets.pools import dead_letter_path, pool_exists
+from zync_assets.core.offsets import Offsets, offsets_from_json, offsets_to_json
+from zync_assets.lake.commits import latest_commit, metadata
+from zync_assets.lake.pools import dead_letter_path, pool_exists
 
 METADATA_KEY = "zync_ingest"
 

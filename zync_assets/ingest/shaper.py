@@ -19,9 +19,9 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from zync_assets.errors import ZyncError
-from zync_assets.spark import analyzed_plan, select_over
-from zync_assets.variants import as_variant
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.variants import as_variant
+from zync_assets.spark.session import analyzed_plan, select_over
 
 SHAPEABLE = ("key", "value")
 

@@ -7,10 +7,10 @@ import json
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from zync_assets.ingest.ranges import OffsetRange, spark_offsets_json
+from zync_assets.core.offsets import OffsetRange, spark_offsets_json
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka.java_config import java_client_config
-from zync_assets.settings import KafkaSettings
-from zync_assets.spark import default_parallelism
+from zync_assets.spark.session import default_parallelism
 
 
 def java_client_options(settings: KafkaSettings) -> dict[str, str]:

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 
 HERE = Path(__file__).resolve().parent
 FUNCTIONS_JAR = HERE / "zync-spark.jar"

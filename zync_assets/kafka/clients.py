@@ -15,9 +15,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import KafkaSettings, verbose
 from zync_assets.kafka.failures import CONNECT_TIMEOUT_S, ClientErrors, unreachable
-from zync_assets.settings import KafkaSettings, verbose
 
 LIBRDKAFKA_LOG = logging.getLogger("zync.librdkafka")
 

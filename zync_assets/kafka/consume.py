@@ -12,10 +12,10 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicParti
 
 from zync_assets.codec.avro import DecodeError, Decoder
 from zync_assets.codec.render import render_datetime, to_json_value
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka import clients
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import KafkaSettings
 
 
 @dataclass(frozen=True)

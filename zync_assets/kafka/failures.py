@@ -11,9 +11,9 @@ import re
 
 from confluent_kafka import KafkaError
 
-from zync_assets.errors import Unavailable, ZyncError
-from zync_assets.settings import KafkaSettings
-from zync_assets.tls_probe import speaks_tls
+from zync_assets.core.errors import Unavailable, ZyncError
+from zync_assets.core.settings import KafkaSettings
+from zync_assets.core.tls_probe import speaks_tls
 
 CONNECT_TIMEOUT_S = 10.0
 

@@ -3,7 +3,7 @@ to-kafka's sender in the driver JVM use the Java client, not librdkafka)."""
 
 from __future__ import annotations
 
-from zync_assets.settings import KafkaSettings
+from zync_assets.core.settings import KafkaSettings
 
 _JAAS_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",

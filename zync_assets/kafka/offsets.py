@@ -10,8 +10,8 @@ from typing import TypeVar
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka import clients
-from zync_assets.settings import KafkaSettings
 
 # A partition whose leader is moving (a broker restart, a managed service's failover)
 # answers ListOffsets with these until the new leader is known, within moments: asked

@@ -17,10 +17,10 @@ from confluent_kafka import KafkaError, KafkaException
 from zync_assets.codec.avro import encode
 from zync_assets.codec.conform import Conformer, SchemaMismatch
 from zync_assets.codec.infer import InferenceError, infer_schema, record_name
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka import clients
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import KafkaSettings
 
 KEY_VALUE_FIELDS = {"key", "value"}
 # librdkafka's and the broker's default largest message (message.max.bytes): checked

@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from zync_assets.errors import Unavailable, ZyncError
-from zync_assets.settings import RegistrySettings
-from zync_assets.tls_probe import speaks_tls
+from zync_assets.core.errors import Unavailable, ZyncError
+from zync_assets.core.settings import RegistrySettings
+from zync_assets.core.tls_probe import speaks_tls
 
 T = TypeVar("T")
 SCHEMA_NOT_FOUND = 40403

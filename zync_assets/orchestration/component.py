@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from dagster import Definitions
 from dagster.components import Component, ComponentLoadContext, Resolvable
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.orchestration.definitions import build_zync_definitions
-from zync_assets.spec import load_specs
+from zync_assets.specs.model import load_specs
 
 
 @dataclass

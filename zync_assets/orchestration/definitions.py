@@ -29,7 +29,8 @@ from dagster import (
     ExecutorDefinition,
 )
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import sensor_interval_seconds
 from zync_assets.orchestration.maintenance import maintenance_job, maintenance_schedule
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming, ZyncTranslator
 from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets
@@ -37,8 +38,7 @@ from zync_assets.orchestration.resources import zync_resources
 from zync_assets.orchestration.staging import etl_assets
 from zync_assets.orchestration.tables import table_assets
 from zync_assets.orchestration.tokafka import output_topic_assets
-from zync_assets.settings import sensor_interval_seconds
-from zync_assets.spec import Spec, all_raw_pools
+from zync_assets.specs.model import Spec, all_raw_pools
 
 AUTOMATION_SENSOR = "zync_automation"
 

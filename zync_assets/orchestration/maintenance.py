@@ -1,7 +1,7 @@
 """Dagster's `pool_maintenance` job: compaction, carried states and vacuum, hourly.
 
 Sensor-driven runs commit a few times a minute; this keeps their pools as fast as
-`zync run --follow`'s own upkeep keeps its pools (see zync_assets/maintenance.py).
+`zync run --follow`'s own upkeep keeps its pools (see zync_assets/pipeline/maintenance.py).
 """
 
 from dagster import (
@@ -14,9 +14,9 @@ from dagster import (
     op,
 )
 
-from zync_assets.lease import pipeline_feeding
+from zync_assets.lake.lease import pipeline_feeding
+from zync_assets.lake.pools import dead_letter_path, pool_path
 from zync_assets.orchestration.resources import SparkResource
-from zync_assets.pools import dead_letter_path, pool_path
 
 
 def maintenance_job(pools: list[str], name: str = "pool_maintenance") -> JobDefinition:
@@ -24,7 +24,7 @@ def maintenance_job(pools: list[str], name: str = "pool_maintenance") -> JobDefi
 
     @op(name="maintain_pools", description="Compact, carry writer states, vacuum.")
     def maintain_pools_op(context: OpExecutionContext, zync_spark: SparkResource) -> None:
-        from zync_assets.maintenance import maintain_pools
+        from zync_assets.pipeline.maintenance import maintain_pools
 
         for done in maintain_pools(zync_spark.session(), paths):
             context.log.info(f"{done.describe()} ({done.seconds:.1f}s)")

@@ -35,21 +35,21 @@ from dagster import (
 from pyspark.sql import SparkSession
 
 from zync_assets.codec.formats import WireFormat
-from zync_assets.ingest.ingest import IngestResult, ingest
-from zync_assets.ingest.ranges import (
+from zync_assets.core.offsets import (
     OffsetRange,
     Offsets,
     lag,
     offsets_from_json,
     offsets_to_json,
 )
+from zync_assets.core.settings import KafkaSettings
+from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.kafka.offsets import high_marks, watermarks
-from zync_assets.lease import pipeline_feeding
+from zync_assets.lake.lease import pipeline_feeding
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
 from zync_assets.orchestration.versions import POOL_KINDS, TOPIC_KINDS, code_version
-from zync_assets.settings import KafkaSettings
-from zync_assets.status import raw_dead_letters
+from zync_assets.pipeline.status import raw_dead_letters
 
 WATCH_S = 4.0  # how long a sensor evaluation watches for new offsets (of the daemon's 5 s)
 POLL_S = 0.5  # how often it looks meanwhile

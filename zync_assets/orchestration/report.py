@@ -26,13 +26,13 @@ from pyspark.sql import SparkSession
 
 from zync_assets.etl.run import EtlResult
 from zync_assets.ingest.ingest import IngestResult
-from zync_assets.maintenance import Maintained
 from zync_assets.orchestration.raw import raw_pool_materialization
 from zync_assets.orchestration.staging import etl_materializations
 from zync_assets.orchestration.tables import table_failed, table_materialization
 from zync_assets.orchestration.tokafka import output_topic_materialization
-from zync_assets.pipeline import PipelineReporter
-from zync_assets.spec import Route, Spec
+from zync_assets.pipeline.maintenance import Maintained
+from zync_assets.pipeline.run import PipelineReporter
+from zync_assets.specs.model import Route, Spec
 from zync_assets.tables.apply import TableResult
 from zync_assets.tokafka.sync import SyncResult
 

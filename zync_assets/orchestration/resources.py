@@ -15,8 +15,8 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 from pyspark.sql import SparkSession
 
+from zync_assets.core.settings import KafkaSettings, kafka_settings, registry_settings
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import KafkaSettings, kafka_settings, registry_settings
 
 
 class KafkaResource(ConfigurableResource):
@@ -51,7 +51,7 @@ class SparkResource(LazyPySparkResource):
 
     @property
     def spark_session(self) -> SparkSession:
-        from zync_assets.spark import spark_session
+        from zync_assets.spark.session import spark_session
 
         return spark_session("zync-dagster", conf={k: str(v) for k, v in self.spark_config.items()})
 

@@ -17,15 +17,15 @@ from dagster import (
 )
 from pyspark.sql import SparkSession
 
+from zync_assets.core.offsets import offsets_to_json
 from zync_assets.etl.checks import run_checks
 from zync_assets.etl.run import EtlResult, run_etl
-from zync_assets.ingest.ranges import offsets_to_json
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.raw import dead_letter_check
 from zync_assets.orchestration.resources import SparkResource
 from zync_assets.orchestration.versions import POOL_KINDS, code_version
-from zync_assets.spec import Spec
-from zync_assets.status import expired_total, input_lags
+from zync_assets.pipeline.status import expired_total, input_lags
+from zync_assets.specs.model import Spec
 
 CURSORS_KEY = "cursors"
 RAW_SEEN_KEY = "raw_offsets_seen"  # the raw pool's end offsets this pass read up to

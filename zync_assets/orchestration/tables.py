@@ -17,15 +17,15 @@ from dagster import (
     asset,
 )
 
-from zync_assets.ingest.ranges import offsets_to_json
+from zync_assets.core.offsets import offsets_to_json
 from zync_assets.orchestration.conditions import after_checked_upstream
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.resources import SchemaRegistryResource, SparkResource
 from zync_assets.orchestration.versions import POOL_KINDS, code_version
-from zync_assets.spec import Spec
-from zync_assets.stage_failures import clear_failure, explain, record_failure
+from zync_assets.pipeline.failures import clear_failure, explain, record_failure
+from zync_assets.specs.model import Spec
+from zync_assets.specs.tables import TableDef
 from zync_assets.tables.apply import TableResult, run_tables
-from zync_assets.tables.definition import TableDef
 
 
 def table_key(name: str) -> AssetKey:

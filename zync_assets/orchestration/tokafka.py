@@ -20,12 +20,12 @@ from dagster import (
 )
 
 from zync_assets.etl.state import read_state
+from zync_assets.lake.pools import pool_path
 from zync_assets.orchestration.conditions import after_checked_upstream
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
 from zync_assets.orchestration.versions import TOPIC_KINDS, code_version
-from zync_assets.pools import pool_path
-from zync_assets.spec import Route, Spec
+from zync_assets.specs.model import Route, Spec
 from zync_assets.tokafka.sync import SyncResult, sync_pool
 
 

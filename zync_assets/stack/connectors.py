@@ -15,8 +15,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from zync_assets.errors import ZyncError
-from zync_assets.locations import connect_configs_dir
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.locations import connect_configs_dir
 
 FORMATS = ("avro", "json")
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")

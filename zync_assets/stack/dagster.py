@@ -15,9 +15,9 @@ from typing import Any
 
 import requests
 
-from zync_assets.errors import ZyncError
-from zync_assets.lake_store import is_object_store
-from zync_assets.settings import RegistrySettings, registry_env
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import RegistrySettings, registry_env
+from zync_assets.lake.store import is_object_store
 from zync_assets.stack.process import Running, Service
 
 DAGSTER_PORT = 3000

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from functools import cache
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 
 JVM_DIRS = "/usr/lib/jvm/*/bin/java"  # where Debian and Temurin packages put JDKs
 

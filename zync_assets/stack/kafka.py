@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from zync_assets.errors import ZyncError
-from zync_assets.locations import INSTALL_HINT, jars_dir
-from zync_assets.settings import KafkaSettings
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.locations import INSTALL_HINT, jars_dir
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.stack.java import find_java
 from zync_assets.stack.process import Running, Service, console_log4j2
 from zync_assets.stack.secure import SASL_MECHANISMS, SASL_USER, LocalCredentials, local_credentials

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 from zync_assets.stack.process import Running, Service
 
 POSTGRES_START_TIMEOUT_S = 30.0

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 
 
 @dataclass(frozen=True)

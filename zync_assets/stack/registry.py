@@ -13,9 +13,9 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from zync_assets.errors import ZyncError
-from zync_assets.locations import INSTALL_HINT
-from zync_assets.settings import RegistrySettings
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.locations import INSTALL_HINT
+from zync_assets.core.settings import RegistrySettings
 from zync_assets.stack.java import find_java
 from zync_assets.stack.kafka import jar_dir
 from zync_assets.stack.process import Running, Service

@@ -17,8 +17,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from zync_assets.errors import ZyncError
-from zync_assets.locations import INSTALL_HINT, jars_dir
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.locations import INSTALL_HINT, jars_dir
 from zync_assets.stack.java import find_java
 from zync_assets.stack.process import Running, Service
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from zync_assets.errors import ZyncError
-from zync_assets.locations import state_dir
-from zync_assets.settings import RegistrySettings
-from zync_assets.spec import load_spec
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.locations import state_dir
+from zync_assets.core.settings import RegistrySettings
+from zync_assets.specs.model import load_spec
 from zync_assets.stack import connect, postgres
 from zync_assets.stack.dagster import dagster_service, dagster_url, launch_dagster
 from zync_assets.stack.kafka import SecurePorts, kafka_service, launch_kafka
-from zync_assets.stack.pipeline import launch_pipeline, pipeline_service
+from zync_assets.stack.pipeline_service import launch_pipeline, pipeline_service
 from zync_assets.stack.process import Running, Service
 from zync_assets.stack.registry import (
     is_secured,

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pyspark
 
-from zync_assets.errors import ZyncError
-from zync_assets.spark import SPARK_LOG4J2
+from zync_assets.core.errors import ZyncError
+from zync_assets.spark.session import SPARK_LOG4J2
 from zync_assets.stack.java import find_java
 from zync_assets.stack.process import Running, Service
 

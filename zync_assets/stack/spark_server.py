@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pyspark
 
-from zync_assets.lake_store import lake_uri, spark_conf_for_lake
-from zync_assets.spark import SPARK_LOG4J2, spark_conf, spark_jars
-from zync_assets.spark_connect import server_answers
+from zync_assets.lake.store import lake_uri, spark_conf_for_lake
+from zync_assets.spark.connect import server_answers
+from zync_assets.spark.session import SPARK_LOG4J2, spark_conf, spark_jars
 from zync_assets.stack.java import find_java
 from zync_assets.stack.process import Running, Service
 

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from zync_assets.delta_writes import CONCURRENT_WRITE, append_once
-from zync_assets.errors import ConcurrentWriter, ZyncError
-from zync_assets.ingest.ranges import Offsets
+from zync_assets.core.errors import ConcurrentWriter, ZyncError
+from zync_assets.core.offsets import Offsets
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import pool_exists, table_changes_path, table_path
-from zync_assets.spark import pinned, pins, session_conf, sized_work, unpin
-from zync_assets.spec import Spec
+from zync_assets.lake.delta_writes import CONCURRENT_WRITE, append_once
+from zync_assets.lake.pools import pool_exists, table_changes_path, table_path
+from zync_assets.spark.session import pinned, pins, session_conf, sized_work, unpin
+from zync_assets.specs.model import Spec
+from zync_assets.specs.tables import TableDef
 from zync_assets.tables import fold
 from zync_assets.tables.changes import (
     DELETE,
@@ -48,7 +49,6 @@ from zync_assets.tables.columns import (
     variant_schemas,
 )
 from zync_assets.tables.declared import declared_columns
-from zync_assets.tables.definition import TableDef
 from zync_assets.tables.merge import merge_source, merge_sql
 from zync_assets.tables.state import (
     TableState,

@@ -19,13 +19,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, MapType, StructType, VariantType
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.offsets import Offsets
 from zync_assets.etl.bounds import above_cursors, below_ends
 from zync_assets.etl.compile import RAW_SCHEMA, event_columns
-from zync_assets.ingest.ranges import Offsets
-from zync_assets.pools import pool_path
-from zync_assets.spec import Spec
-from zync_assets.tables.definition import TableDef
+from zync_assets.lake.pools import pool_path
+from zync_assets.specs.model import Spec
+from zync_assets.specs.tables import TableDef
 from zync_assets.tables.state import source_ends
 
 SEQUENCE = "__SEQUENCE"

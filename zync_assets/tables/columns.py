@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from zync_assets.debezium import is_unavailable
-from zync_assets.errors import ZyncError
+from zync_assets.core.debezium import is_unavailable
+from zync_assets.core.errors import ZyncError
+from zync_assets.specs.tables import COLUMN_NAME, TableDef
 from zync_assets.tables.changes import ROW
-from zync_assets.tables.definition import COLUMN_NAME, TableDef
 
 VARIANT = "variant"
 # The data columns whose value the event left out (Debezium's TOAST placeholder): fold.py

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from zync_assets.pools import table_changes_path, table_path
+from zync_assets.lake.pools import table_changes_path, table_path
 from zync_assets.tables import fold
 from zync_assets.tables.changes import DELETE, POSITION, ROW, SEQUENCE, CompiledTable
 from zync_assets.tables.columns import UNAVAILABLE, Columns

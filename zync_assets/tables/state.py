@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from zync_assets.commits import commit_info, latest_commit, metadata, user_metadata
+from zync_assets.core.offsets import Offsets, offsets_from_json, offsets_to_json
 from zync_assets.etl.state import read_state
 from zync_assets.ingest.progress import read_progress
-from zync_assets.ingest.ranges import Offsets, offsets_from_json, offsets_to_json
-from zync_assets.pools import commit_file, pool_exists, pool_path, pool_version
-from zync_assets.spec import Spec
-from zync_assets.tables.definition import TableDef
+from zync_assets.lake.commits import commit_info, latest_commit, metadata, user_metadata
+from zync_assets.lake.pools import commit_file, pool_exists, pool_path, pool_version
+from zync_assets.specs.model import Spec
+from zync_assets.specs.tables import TableDef
 
 METADATA_KEY = "zync_table"
 

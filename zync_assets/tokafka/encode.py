@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import require_pool
+from zync_assets.lake.pools import require_pool
 from zync_assets.tokafka import shapes
 
 STAGING_HINT = "run `zync etl` first"

@@ -13,13 +13,13 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.jars import FUNCTIONS_JAR
 from zync_assets.kafka import clients
 from zync_assets.kafka.java_config import java_client_config
-from zync_assets.settings import KafkaSettings
 from zync_assets.tokafka.encode import Encoding, Span
-from zync_assets.tokafka.send import (
+from zync_assets.tokafka.sender import (
     TRANSACTION_TIMEOUT_S,
     Fetched,
     FirstFetch,

@@ -14,11 +14,11 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka import clients
-from zync_assets.settings import KafkaSettings
 from zync_assets.tokafka.encode import Encoding, encoded, span
 from zync_assets.tokafka.position import offset_header, pool_header
-from zync_assets.tokafka.send import (
+from zync_assets.tokafka.sender import (
     TRANSACTION_TIMEOUT_S,
     Fetched,
     FirstFetch,

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka import clients
 from zync_assets.kafka.offsets import PartitionOffsets
-from zync_assets.settings import KafkaSettings
 
 POOL_HEADER = "zync.pool"
 OFFSET_HEADER = "zync.offset"

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
 
 AVRO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DECIMAL_PRECISION = 38

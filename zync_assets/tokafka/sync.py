@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 
 from zync_assets.codec.formats import OUTPUT_FORMATS
-from zync_assets.errors import ZyncError
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka.offsets import watermarks
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import KafkaSettings
 from zync_assets.tokafka import encode
 from zync_assets.tokafka.encode import (
     Encoding,
@@ -38,10 +38,7 @@ from zync_assets.tokafka.encode import (
     outputs_from,
     survey,
 )
-from zync_assets.tokafka.position import topic_position
-from zync_assets.tokafka.send import Fetched, FirstFetch, Sender
-from zync_assets.tokafka.senders import open_sender
-from zync_assets.tokafka.steps import (
+from zync_assets.tokafka.per_topic import (
     EncoderRefused,
     Progress,
     SyncResult,
@@ -49,6 +46,9 @@ from zync_assets.tokafka.steps import (
     ensure_topic,
     spark_job,
 )
+from zync_assets.tokafka.position import topic_position
+from zync_assets.tokafka.sender import Fetched, FirstFetch, Sender
+from zync_assets.tokafka.sender_choice import open_sender
 from zync_assets.tokafka.together import TRANSACTION_SIZE, sync_together, transactional_pool
 
 FETCH_BYTES = 128 * 1024 * 1024  # encoded records per Spark job, about (a few transactions)

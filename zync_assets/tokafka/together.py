@@ -24,17 +24,14 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka.offsets import PartitionOffsets, watermarks
 from zync_assets.kafka.registry import Registry
-from zync_assets.pools import pool_version
-from zync_assets.settings import KafkaSettings
+from zync_assets.lake.pools import pool_version
 from zync_assets.tokafka import encode
 from zync_assets.tokafka.cuts import Cuts, transaction_cuts
 from zync_assets.tokafka.encode import Encoding, Span, Survey, span, survey
-from zync_assets.tokafka.position import topic_position
-from zync_assets.tokafka.send import Fetched, Part, Sender, changed_while_sending
-from zync_assets.tokafka.senders import open_sender
-from zync_assets.tokafka.steps import (
+from zync_assets.tokafka.per_topic import (
     EncoderRefused,
     Progress,
     SyncResult,
@@ -42,6 +39,9 @@ from zync_assets.tokafka.steps import (
     ensure_topic,
     spark_job,
 )
+from zync_assets.tokafka.position import topic_position
+from zync_assets.tokafka.sender import Fetched, Part, Sender, changed_while_sending
+from zync_assets.tokafka.sender_choice import open_sender
 
 TRANSACTION_SIZE = 200_000  # default records per transaction
 WINDOW_RECORDS = 500_000  # records per fetch, about, in all topics (a few transactions)

@@ -72,7 +72,7 @@ def run_in_process(
 def worker_session():  # -> SparkSession (PySpark imported lazily: unit tests skip it)
     """The worker's SparkSession, started as the `spark` fixture starts it (C2, kept for
     the whole run) if no test has yet."""
-    from zync_assets.spark import spark_session
+    from zync_assets.spark.session import spark_session
 
     return spark_session("zync-tests", long_lived=True)
 

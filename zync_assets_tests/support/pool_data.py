@@ -18,9 +18,9 @@ DEAD = "struct<reason: string, key: binary, value: binary>"
 def commit_raw(spark: SparkSession, pool: str, run: int, rows: DataFrame, ends: dict) -> None:
     """Append `rows` to raw pool `pool` as ingest's run `run`, recording each topic's end
     offset (partition 0) in the commit."""
-    from zync_assets.delta_writes import append_once
     from zync_assets.ingest.progress import app_id, commit_metadata
-    from zync_assets.pools import pool_path
+    from zync_assets.lake.delta_writes import append_once
+    from zync_assets.lake.pools import pool_path
 
     meta = commit_metadata(run, uuid.uuid4().hex, {t: {0: end} for t, end in ends.items()})
     append_once(rows, pool_path(pool), app_id(pool), run, meta)
@@ -185,7 +185,7 @@ NO_OFFSETS = dict.fromkeys((*TOPICS, TRANSACTIONS), 0)
 def write_outputs(spark: SparkSession, pool: str, topic: str, count: int, first: int = 0) -> None:
     """`count` output records of `topic` (offsets first..), in the layout `zync etl` writes:
     invoice-like rows, every tenth one a partial update (a second shape)."""
-    from zync_assets.pools import pool_path
+    from zync_assets.lake.pools import pool_path
 
     ids = spark.range(first, first + count)
     full = F.to_variant_object(F.struct(
@@ -215,7 +215,7 @@ def write_outputs_together(
     """`count` output records for each of `topics` (offsets first..), source transaction
     `offset // PER_TOPIC` (the same in every topic), with a `txn` column if `txn`, and
     the ETL `run` that wrote them, if given."""
-    from zync_assets.pools import pool_path
+    from zync_assets.lake.pools import pool_path
 
     for topic in topics:
         ids = spark.range(first, first + count)

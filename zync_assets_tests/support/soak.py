@@ -26,10 +26,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka.consume import Undecodable, consume
 from zync_assets.kafka.offsets import watermarks
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import KafkaSettings
 from zync_assets_tests.support.process_tree import tree_rss_mib
 from zync_assets_tests.support.soak_source import SoakSource
 
@@ -138,7 +138,7 @@ class Soak:
     def reconcile(self) -> dict[str, int]:
         """Every source offset in the raw pool once; the output one record per change and,
         folded by key, equal to the source table."""
-        from zync_assets.spark import spark_session
+        from zync_assets.spark.session import spark_session
 
         # The process's session (a test's shared one too): not stopped here.
         spark = spark_session("zync-soak-reconcile")

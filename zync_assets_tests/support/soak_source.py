@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from fastavro import parse_schema
 
 from zync_assets.codec.avro import encode
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka.clients import ensure_topic, producer
 from zync_assets.kafka.registry import Registry
-from zync_assets.settings import KafkaSettings
 
 KEY = {"type": "record", "name": "Key", "namespace": "soak.public.items",
        "fields": [{"name": "id", "type": "long"}]}  # fmt: skip

@@ -1,0 +1,1 @@
+"""The continuous pipeline over the stages, and where every pool stands (status, failures)."""

@@ -1,0 +1,396 @@
+"""The continuous pipeline: ingest → ETL → to-kafka → tables for some specs, on one Spark session.
+
+One pass runs every stage in order, each as soon as the one before committed:
+ingest each raw pool of the specs, run each spec's ETL whose raw pools changed, sync
+each output topic whose staging pool changed, apply each lake table whose pool changed.
+A pass that finds nothing new costs a Kafka watermark query and a few directory
+listings, no Spark job.
+
+`zync run --follow --tables-loop` runs the lake tables in a loop of their own
+(`split_off_tables`): a second pipeline on a second session of the same JVM, in its own
+thread, so that a change on its way to the warehouse never waits behind a MERGE. Each
+loop reads what the other committed; nothing else passes between them.
+
+A failure is contained to what it concerns: one lake table, one spec's ETL, one pool's
+sync or ingest (a bad column type, a rule that fails at run time). That one stops, is
+reported with its one-line reason and recorded in the lake for `zync status` and
+Dagster (failures.py), and is tried again after FAILED_RETRY_S; the rest of the
+pass, and the warehouse path above all, goes on. Only an outage of Kafka or the registry
+(`Unavailable`) stops the whole pass, which follow.py then retries.
+
+Exactly once comes from the stages themselves (ingest's progress in the pool, ETL's
+done records and cursors, to-kafka's position in the topic), not from this loop: a
+pipeline may race another pipeline or a Dagster run on the same pools. When another
+writer commits first, the stage writes nothing and the next pass continues from the
+new state — never a duplicate, never a gap.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Protocol, TypeVar
+
+from pyspark.sql import SparkSession
+
+from zync_assets.codec.formats import WireFormat
+from zync_assets.core.errors import ConcurrentWriter, Unavailable
+from zync_assets.core.settings import KafkaSettings
+from zync_assets.etl.compile import CompiledRule, compile_rules
+from zync_assets.etl.run import EtlResult, run_etl
+from zync_assets.etl.state import read_state
+from zync_assets.ingest.ingest import IngestResult, ingest
+from zync_assets.ingest.shaper import Shaper
+from zync_assets.kafka.registry import Registry
+from zync_assets.lake.pools import pool_path, pool_version, table_path
+from zync_assets.pipeline.failures import clear_failure, explain, record_failure
+from zync_assets.pipeline.maintenance import Maintained, Maintenance
+from zync_assets.spark.session import lane_session, sized_work
+from zync_assets.specs.expiry import parse_expiry
+from zync_assets.specs.model import Route, Spec, all_raw_pools
+from zync_assets.tables.apply import TableResult, apply_table, compile_tables
+from zync_assets.tables.changes import CompiledTable
+from zync_assets.tokafka.sync import SyncResult, sync_pool
+
+T = TypeVar("T")
+
+# With events pending on a time-based expire-after, ETL runs this often even when no
+# raw pool changed, so that expiring events are done on time.
+EXPIRY_CHECK_S = 10.0
+# A table, spec or pool whose stage failed is tried again after this long (a cause outside
+# zync may have gone; a wrong spec or column fails again, once a minute, not every pass).
+FAILED_RETRY_S = 60.0
+
+# A pass's stages, in order; `Pipeline.stages` names those its passes run.
+STAGES = ("ingest", "etl", "to-kafka", "tables", "maintenance")
+LAKE_TABLES = ("tables", "maintenance")  # the tables' upkeep
+
+
+class PipelineReporter(Protocol):
+    """What a front end learns of each stage (the CLI prints it; Dagster records it)."""
+
+    def ingested(self, result: IngestResult) -> None: ...
+
+    def transformed(self, spec: Spec, result: EtlResult) -> None: ...
+
+    def synced(self, spec: Spec, route: Route, result: SyncResult) -> None: ...
+
+    def tabled(self, spec: Spec, result: TableResult) -> None: ...
+
+    def conflicted(self, stage: str, message: str) -> None: ...
+
+    def failed(self, what: str, message: str) -> None:
+        """`what` (a table, a spec, a pool) failed and stops; the rest goes on."""
+
+    def maintained(self, result: Maintained) -> None: ...
+
+    def finished(self) -> None:
+        """The pass is over: every stage that had work committed (or conflicted)."""
+
+    def close(self) -> None:
+        """The pipeline stops: write out anything still held."""
+
+
+@dataclass
+class PassResult:
+    ingested: list[IngestResult] = field(default_factory=list)
+    transformed: list[EtlResult] = field(default_factory=list)
+    synced: list[SyncResult] = field(default_factory=list)
+    tabled: list[TableResult] = field(default_factory=list)
+    conflicts: int = 0
+    failures: dict[str, str] = field(default_factory=dict)  # what → its one-line reason
+    seconds: dict[str, float] = field(default_factory=dict)  # per stage: ingest, etl, to-kafka, …
+
+    @property
+    def did_work(self) -> bool:
+        return (
+            any(r.run is not None for r in self.ingested)
+            or any(r.run is not None for r in self.transformed)
+            or any(r.sent for r in self.synced)
+            or any(r.run is not None for r in self.tabled)
+        )
+
+
+@dataclass
+class Pipeline:
+    """The stages of `specs` on `spark`; `pass_once()` runs each stage that has work."""
+
+    spark: SparkSession
+    specs: list[Spec]
+    kafka: KafkaSettings
+    registry: Registry
+    shaper: Shaper | None = None
+    max_records: int | None = None
+    clock: Callable[[], float] = time.monotonic
+    maintenance: Maintenance | None = None  # None: pools are left as committed
+    stages: Sequence[str] = STAGES
+    # Delta versions each stage last saw of its input pools (None: not run yet).
+    _etl_saw: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
+    _etl_pending_since: dict[str, float] = field(default_factory=dict)
+    _sync_saw: dict[str, int | None] = field(default_factory=dict)  # staging pool -> version
+    _sent: dict[str, int] = field(default_factory=dict)  # topic -> next staging offset to send
+    _compiled: dict[str, list[CompiledRule]] = field(default_factory=dict)
+    _table_saw: dict[str, int | None] = field(default_factory=dict)  # table -> its pool's version
+    _tables: dict[str, list[CompiledTable]] = field(default_factory=dict)
+    _retry_at: dict[str, float] = field(default_factory=dict)  # what failed → when to retry
+    _cleared: set[str] = field(default_factory=set)  # failures this pipeline has cleared
+
+    def pass_once(
+        self, reporter: PipelineReporter, stop_requested: Callable[[], bool] = lambda: False
+    ) -> PassResult:
+        """Each stage in order. Once `stop_requested()` says so, no further stage starts:
+        every stage commits whole, so the pass ends at its last commit and the next run
+        starts from there (a pass over a backlog can take minutes; a stop should not)."""
+        result = PassResult()
+        runs: dict[str, Callable[[PipelineReporter, PassResult], bool]] = {
+            "ingest": self._ingest,
+            "etl": self._transform_all,
+            "to-kafka": self._sync_all,
+            "tables": self._apply_all_tables,
+            "maintenance": self._maintain,
+        }
+        for stage in self.stages:
+            if stop_requested():
+                break
+            started = self.clock()
+            if runs[stage](reporter, result):
+                result.seconds[stage] = self.clock() - started
+        reporter.finished()
+        return result
+
+    def split_off_tables(self) -> Pipeline | None:
+        """The lake tables of this pipeline as a pipeline of their own, on a second
+        session of the same JVM (its own SQL conf), to run in a loop beside this one;
+        this one keeps the warehouse path. None (and nothing changed) when the specs
+        keep no lake tables."""
+        if "tables" not in self.stages or not any(spec.tables for spec in self.specs):
+            return None
+        self.stages = tuple(s for s in self.stages if s != "tables")
+        spark = lane_session(self.spark)
+        return Pipeline(
+            spark, self.specs, self.kafka, self.registry, clock=self.clock,
+            maintenance=self.maintenance.on(spark) if self.maintenance else None,
+            stages=LAKE_TABLES,
+        )  # fmt: skip
+
+    def _transform_all(self, reporter: PipelineReporter, result: PassResult) -> bool:
+        for spec in self.specs:
+            if spec.transforms:
+                self._transform(spec, reporter, result)
+        return True
+
+    def _sync_all(self, reporter: PipelineReporter, result: PassResult) -> bool:
+        for spec in self.specs:
+            for pool, routes in _routes_by_pool(spec).items():
+                self._sync(spec, pool, routes, reporter, result)
+        return True
+
+    def _apply_all_tables(self, reporter: PipelineReporter, result: PassResult) -> bool:
+        if not any(spec.tables for spec in self.specs):
+            return False
+        for spec in self.specs:
+            self._apply_tables(spec, reporter, result)
+        return True
+
+    def _maintain(self, reporter: PipelineReporter, result: PassResult) -> bool:
+        """The upkeep due in the pools and tables this pass committed to (see
+        maintenance.py); whether there was any."""
+        if self.maintenance is None:
+            return False
+        committed = [
+            (f"pool {r.pool}", pool_path(r.pool)) for r in result.ingested if r.run is not None
+        ]
+        committed += [
+            (f"pool {r.pool}", pool_path(r.pool)) for r in result.transformed if r.run is not None
+        ]
+        committed += [(f"table {r.table}", table_path(r.table)) for r in result.tabled if r.run]
+        maintained = False
+        for name, path in dict.fromkeys(committed):
+            done = _unless_raced(
+                "maintenance", reporter, result, partial(self._upkeep, name, path, reporter)
+            )
+            if done is not None:
+                reporter.maintained(done)
+                maintained = True
+        return maintained
+
+    def _upkeep(self, name: str, path: str, reporter: PipelineReporter) -> Maintained | None:
+        """Upkeep never stops the pipeline: its commits are whole either way (see
+        maintenance.py), and the next pass's upkeep tries again."""
+        assert self.maintenance is not None
+        try:
+            return self.maintenance.run_due(path)
+        except Exception as exc:  # py4j and Delta errors alike
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            reporter.conflicted(
+                "maintenance",
+                f"{name}: {type(exc).__name__}: {first_line} (skipped; "
+                "`zync pool maintain` shows it whole)",
+            )
+            return None
+
+    def _ingest(self, reporter: PipelineReporter, result: PassResult) -> bool:
+        formats: dict[str, WireFormat] = {}
+        for spec in self.specs:
+            formats |= spec.formats()
+        for pool, topics in all_raw_pools(self.specs).items():
+            done = self._contained(f"pool {pool}", "ingest", reporter, result, partial(
+                ingest, self.spark, pool, topics, self.kafka, self.registry, shaper=self.shaper,
+                max_records=self.max_records, missing_ok=True, formats=formats,
+            ))  # fmt: skip
+            if done is None:
+                continue
+            result.ingested.append(done)
+            reporter.ingested(done)
+        return True
+
+    def _transform(self, spec: Spec, reporter: PipelineReporter, result: PassResult) -> None:
+        seen = tuple(pool_version(pool_path(p)) for p in spec.raw_pools())
+        if seen == self._etl_saw.get(spec.name) and not self._expiry_due(spec):
+            return
+        results = self._contained(
+            f"spec {spec.name}", "etl", reporter, result, lambda: self._etl(spec)
+        )
+        if results is None:
+            return
+        self._etl_saw[spec.name] = seen
+        if any(r.pending for r in results):
+            self._etl_pending_since.setdefault(spec.name, self.clock())
+        else:
+            self._etl_pending_since.pop(spec.name, None)
+        for done in results:
+            result.transformed.append(done)
+            reporter.transformed(spec, done)
+
+    def _etl(self, spec: Spec) -> list[EtlResult]:
+        if spec.name not in self._compiled:  # checked once, against Spark
+            self._compiled[spec.name] = compile_rules(self.spark, spec)
+        return run_etl(
+            self.spark, spec, now=dt.datetime.now(dt.UTC), compiled=self._compiled[spec.name]
+        )
+
+    def _expiry_due(self, spec: Spec) -> bool:
+        """Events wait on a time-based expire-after, and the last check is old enough."""
+        since = self._etl_pending_since.get(spec.name)
+        timed = any(
+            r.expire_after and parse_expiry(r.expire_after).seconds is not None
+            for r in spec.transforms
+        )
+        if since is None or not timed or self.clock() - since < EXPIRY_CHECK_S:
+            return False
+        self._etl_pending_since[spec.name] = self.clock()
+        return True
+
+    def _sync(
+        self, spec: Spec, pool: str, routes: list[Route], reporter: PipelineReporter,
+        result: PassResult,
+    ) -> None:  # fmt: skip
+        """Sync a staging pool's routes: together when its outputs carry source
+        transactions (tokafka/together.py), else topic by topic."""
+        version = pool_version(pool_path(pool))
+        if version is None or self._sync_saw.get(pool) == version:
+            return  # no staging yet, or nothing committed since the last sync
+        state = read_state(pool_path(pool), spec.name)
+        unsent = [
+            state.next_offsets.get(r.topic, 0) - self._sent[r.topic]
+            for r in routes
+            if r.topic in self._sent
+        ]
+        formats = {r.topic: r.format.value for r in routes}
+        with sized_work(self.spark, sum(unsent) if len(unsent) == len(routes) else None):
+            done = self._contained(f"pool {pool}", "to-kafka", reporter, result, lambda: sync_pool(
+                self.spark, pool, self.kafka, self.registry, topics=list(formats),
+                formats=formats,
+            ))  # fmt: skip
+        if done is None:
+            return
+        self._sync_saw[pool] = version
+        by_topic = {r.topic: r for r in routes}
+        for synced in done:
+            self._sent[synced.topic] = synced.next_offset
+            result.synced.append(synced)
+            if synced.topic in by_topic:
+                reporter.synced(spec, by_topic[synced.topic], synced)
+
+    def _apply_tables(self, spec: Spec, reporter: PipelineReporter, result: PassResult) -> None:
+        if spec.name not in self._tables:  # checked once, against Spark
+            tables = self._contained(
+                f"spec {spec.name}", "tables", reporter, result,
+                lambda: compile_tables(self.spark, spec),
+            )  # fmt: skip
+            if tables is None:
+                return
+            self._tables[spec.name] = tables
+        for compiled in self._tables[spec.name]:
+            table = compiled.table
+            version = pool_version(pool_path(table.source_pool))
+            if version is None or self._table_saw.get(table.name) == version:
+                continue  # no pool yet, or nothing committed to it since the last pass
+            apply = partial(
+                apply_table, self.spark, compiled, dt.datetime.now(dt.UTC), self.registry
+            )
+            done = self._contained(f"table {table.name}", "tables", reporter, result, apply)
+            if done is None:
+                continue
+            self._table_saw[table.name] = version
+            result.tabled.append(done)
+            reporter.tabled(spec, done)
+
+    def _contained(
+        self, what: str, stage: str, reporter: PipelineReporter, result: PassResult,
+        call: Callable[[], T],
+    ) -> T | None:  # fmt: skip
+        """`call()`'s result, or None when `what` (a table, a spec, a pool) failed or waits
+        to be tried again after failing: the failure stops `what`, not the pass."""
+        if self.clock() < self._retry_at.get(what, float("-inf")):
+            return None
+        try:
+            done = _unless_raced(stage, reporter, result, call)
+        except Unavailable:
+            raise  # the whole pass waits for the service (follow.py)
+        except Exception as exc:  # py4j, Spark and Delta errors alike
+            if not self._spark_answers():
+                raise  # not `what`'s failure: Spark itself is gone, and the process with it
+            message = explain(exc)
+            self._retry_at[what] = self.clock() + FAILED_RETRY_S
+            result.failures[what] = message
+            record_failure(what, message, dt.datetime.now(dt.UTC))
+            reporter.failed(what, message)
+            return None
+        if what in self._retry_at or what not in self._cleared:
+            clear_failure(what)  # once per pipeline, and after each recovery
+            self._retry_at.pop(what, None)
+            self._cleared.add(what)
+        return done
+
+    def _spark_answers(self) -> bool:
+        """Whether the session still runs a job (a failure of one table or spec leaves it
+        working; a dead JVM or Connect server does not)."""
+        try:
+            self.spark.range(1).count()
+        except Exception:
+            return False
+        return True
+
+
+def _unless_raced(
+    stage: str, reporter: PipelineReporter, result: PassResult, call: Callable[[], T]
+) -> T | None:
+    """`call()`'s result, or None when another writer committed first (reported; the next
+    pass continues from the new state)."""
+    try:
+        return call()
+    except ConcurrentWriter as exc:
+        result.conflicts += 1
+        reporter.conflicted(stage, str(exc))
+        return None
+
+
+def _routes_by_pool(spec: Spec) -> dict[str, list[Route]]:
+    pools: dict[str, list[Route]] = {}
+    for route in spec.outputs:
+        pools.setdefault(route.pool, []).append(route)
+    return pools

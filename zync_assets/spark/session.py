@@ -1,0 +1,282 @@
+"""The SparkSession zync uses: Delta enabled, jars from the local cache, never resolved online.
+
+`ZYNC_SPARK_MASTER` picks the master (default `local[*]`); an `sc://` URL connects
+through Spark Connect instead. Properties come from the package's spark-defaults.conf,
+with the project's `resources/spark.conf` (or `$ZYNC_SPARK_CONF`) over them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.locations import jars_dir
+from zync_assets.core.settings import spark_master
+from zync_assets.jars import FETCH_HINT, functions_jar
+from zync_assets.lake.store import is_object_store, lake_keys, lake_uri, spark_conf_for_lake
+from zync_assets.spark.archive import dump_options, java_options
+from zync_assets.spark.functions import quiet_query_errors, register_functions
+from zync_assets.spark.jvm import start_driver_jvm
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+# Java options that halve JVM start-up on small machines (C1 only, serial GC). A
+# long-lived session (`zync run --follow`) goes without: C2's code runs its passes about
+# 1.5x faster once warm. ZYNC_SPARK_FAST_START=0 turns them off for any command.
+_FAST_START_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+SPARK_LOG4J2 = Path(__file__).resolve().parent / "log4j2-spark.properties"
+SPARK_DEFAULTS = Path(__file__).resolve().parent / "spark-defaults.conf"
+
+
+def read_spark_conf(path: Path) -> dict[str, str]:
+    """`key value` lines; `#` starts a comment."""
+    conf = {}
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split(None, 1)
+        if len(parts) != 2:
+            raise ZyncError(f"{path}:{number}: expected `key value`, got {raw.strip()!r}")
+        conf[parts[0]] = parts[1].strip()
+    return conf
+
+
+def spark_conf() -> dict[str, str]:
+    """zync's Spark properties: the package's defaults (Delta's extension and catalog,
+    small-machine settings), then the project's own file over them."""
+    conf = read_spark_conf(SPARK_DEFAULTS)
+    if (project_file := spark_conf_file()) is not None:
+        conf |= read_spark_conf(project_file)
+    return conf
+
+
+def spark_conf_file() -> Path | None:
+    if os.environ.get("ZYNC_SPARK_CONF"):
+        return Path(os.environ["ZYNC_SPARK_CONF"])
+    for candidate in (Path("resources/spark.conf"), _PACKAGE_ROOT / "resources" / "spark.conf"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def spark_jars() -> list[str]:
+    """Delta Lake, the Kafka source, Avro (the jar cache), and zync's own functions (in the
+    package); with an S3 lake, hadoop-aws and the AWS SDK modules it needs too (only then:
+    executors fetch every jar in the list from the driver)."""
+    folder = jars_dir() / "spark"
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    if not any("delta-spark" in Path(j).name for j in jars):
+        raise ZyncError(f"the Delta Lake jars are missing from {folder}; {FETCH_HINT}")
+    return [*jars, *_object_store_jars(), str(functions_jar())]
+
+
+def _object_store_jars() -> list[str]:
+    if not is_object_store(lake_uri()):
+        return []
+    folder = jars_dir() / "s3"
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    if not any("hadoop-aws" in Path(j).name for j in jars):
+        raise ZyncError(
+            f"the S3 jars (hadoop-aws) are missing from {folder}; fetch them with `zync jars "
+            "--s3` (in a checkout: scripts/install.sh)"
+        )
+    return jars
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """How many tasks keep every core busy: the driver's count locally, the server's
+    `spark.default.parallelism` through Spark Connect (which has no SparkContext)."""
+    if getattr(spark, "_jsc", None) is not None:
+        return spark.sparkContext.defaultParallelism
+    configured = spark.conf.get("spark.default.parallelism", None)
+    return int(configured) if configured else os.cpu_count() or 2
+
+
+def analyzed_plan(frame: DataFrame) -> str:
+    """The frame's analysed logical plan, as Spark prints it."""
+    if getattr(frame, "_jdf", None) is not None:
+        return frame._jdf.queryExecution().analyzed().toString()
+    explained = frame._explain_string(extended=True)  # type: ignore[operator]  # Connect
+    analyzed = explained.split("== Analyzed Logical Plan ==", 1)[-1]
+    return analyzed.split("== Optimized Logical Plan ==", 1)[0]
+
+
+def select_over(frame: DataFrame, select_list: str) -> DataFrame:
+    """`SELECT <select_list> FROM frame`, as SQL a user wrote. The frame is a query
+    parameter, not a temporary view: through Spark Connect a frame is analysed again at
+    each action, after a view dropped by its maker would be gone."""
+    escaped = select_list.replace("{", "{{").replace("}", "}}")  # literal braces in the SQL
+    return frame.sparkSession.sql(f"SELECT {escaped} FROM {{frame}}", frame=frame)
+
+
+def union_all(frames: list[DataFrame]) -> DataFrame:
+    """The frames' rows together (by column name); at least one frame."""
+    return functools.reduce(DataFrame.unionByName, frames)
+
+
+def pinned(frame: DataFrame) -> DataFrame:
+    """`frame`, computed at its first action and kept for the actions after it.
+
+    A local checkpoint, not a cache: a cache keeps the plan it was made from, and after
+    every write to a table Spark re-plans each cache whose plan reads that table (the
+    write command's recache). An ETL pass, whose caches read its staging pool, paid
+    about 2.5 s per commit for that. A checkpoint's plan is its rows: no write touches it.
+    """
+    return frame.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
+
+
+def unpin(frame: DataFrame) -> None:
+    """Free a pinned frame's rows now. Through Spark Connect the server frees them once
+    the client drops its last reference to the frame (and the JVM collects it)."""
+    if getattr(frame, "_jdf", None) is not None:
+        frame._jdf.queryExecution().analyzed().rdd().unpersist(False)
+
+
+@contextmanager
+def pins() -> Iterator[Callable[[DataFrame], DataFrame]]:
+    """`pin(frame)` (pinned) for the frames a block reads more than once; each freed when
+    the block ends."""
+    held: list[DataFrame] = []
+
+    def pin(frame: DataFrame) -> DataFrame:
+        held.append(pinned(frame))
+        return held[-1]
+
+    try:
+        yield pin
+    finally:
+        for frame in held:
+            unpin(frame)
+
+
+def spark_session(
+    app_name: str = "zync", long_lived: bool = False, dump_class_archive: Path | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:  # fmt: skip
+    """The process's SparkSession (created on first use, then shared). A local driver maps
+    install's class-data archive (spark_archive); `dump_class_archive` writes one instead.
+    `conf`: Spark properties read over zync's (spark_conf()); its `spark.master`, if any,
+    wins over ZYNC_SPARK_MASTER. A Spark Connect server keeps its own properties."""
+    given = dict(conf or {})
+    master = given.pop("spark.master", None) or spark_master()
+    if master.startswith("sc://"):
+        from zync_assets.spark.connect import connect_session
+
+        return connect_session(master, app_name)
+    conf = spark_conf() | given
+    jars = spark_jars()
+    opts = [
+        dump_options(dump_class_archive) if dump_class_archive else _archive_options(jars),
+        f"-Dlog4j2.configurationFile={SPARK_LOG4J2}",
+        conf.get("spark.driver.extraJavaOptions", ""),
+    ]
+    if os.environ.get("ZYNC_SPARK_FAST_START", "1") != "0" and not long_lived:
+        opts.insert(0, _FAST_START_OPTS)
+    lake = lake_uri()
+    # A long-lived session may run the lake tables in a loop beside the warehouse path
+    # (`zync run --tables-loop`): FAIR lets each loop's jobs run beside the other's
+    # (in_scheduler_pool), not after them. Jobs in no pool share one FIFO pool, as before.
+    fair = {"spark.scheduler.mode": "FAIR"} if long_lived else {}
+    # The properties of spark_conf() win over those zync derives (S3 settings, scheduling).
+    conf = spark_conf_for_lake(lake) | fair | conf
+    conf |= {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        "spark.jars": ",".join(jars),
+        "spark.driver.extraJavaOptions": " ".join(o for o in opts if o),
+    }
+    start_driver_jvm(conf)
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    hadoop = session.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    for key, value in lake_keys(lake).items():
+        hadoop.set(key, value)
+    session.sparkContext.setLogLevel("ERROR")
+    register_functions(session)
+    quiet_query_errors()
+    return session
+
+
+def lane_session(spark: SparkSession) -> SparkSession:
+    """A second session on `spark`'s JVM for a loop of stages running beside the first
+    (pipeline/run.py's lake tables lane): the same executors, lake and pins, and its own SQL
+    conf, so one loop's small_work settings never flip the other's in the middle of a job."""
+    if is_remote(spark):
+        from zync_assets.spark.connect import connect_session
+
+        return connect_session(spark_master(), "zync", new=True)
+    session = spark.newSession()
+    register_functions(session)  # a new session starts with Spark's built-in functions only
+    return session
+
+
+def in_scheduler_pool(spark: SparkSession, pool: str) -> None:
+    """Schedule the calling thread's jobs in Spark's scheduler pool `pool`: a long-lived
+    local session schedules FAIR (spark_session), so two loops' jobs share the cores
+    instead of one waiting for the other's tasks. Through Spark Connect, its server
+    schedules."""
+    if not is_remote(spark):
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+
+
+def is_remote(spark: SparkSession) -> bool:
+    """Whether `spark` is a Spark Connect session (no JVM in this process)."""
+    return getattr(spark, "_jsparkSession", None) is None
+
+
+def _archive_options(jars: list[str]) -> str:
+    """Install's class-data archive for the driver, unless ZYNC_SPARK_CLASS_ARCHIVE=0."""
+    return java_options(jars) if os.environ.get("ZYNC_SPARK_CLASS_ARCHIVE", "1") != "0" else ""
+
+
+# For passes over a few thousand rows, compiling code costs more than it saves: Spark's
+# whole-stage and expression code generation (a fresh compile for each pass, whose
+# literals differ), adaptive re-planning and shuffle fan-out are off while one runs.
+# Measured on 2 cores: a pass of the invoice spec over a few events 25-30% faster.
+_SMALL_WORK = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.shuffle.partitions": "1",
+}
+
+
+@contextmanager
+def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Run the block with `settings` in the session's SQL conf; restore them after."""
+    saved: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+# A stage with at most this many rows to do runs with _SMALL_WORK's settings
+# (interpreted, not compiled); a bigger one with the session's own.
+SMALL_PASS_ROWS = 20_000
+
+
+def small_work(spark: SparkSession) -> AbstractContextManager[None]:
+    """Run the block with the settings that suit a small pass."""
+    return session_conf(spark, _SMALL_WORK)
+
+
+def sized_work(spark: SparkSession, rows: int | None) -> AbstractContextManager[None]:
+    """small_work's settings for a stage with at most SMALL_PASS_ROWS rows to do (None:
+    not known), else the session's own."""
+    return small_work(spark) if rows is not None and rows <= SMALL_PASS_ROWS else nullcontext()

@@ -1,0 +1,210 @@
+"""ETL spec files (`etl_specs/*.yaml`): routes of topics to pools, and transform rules.
+
+This module parses and validates the file's structure; the ETL stage checks the
+SQL of each rule against Spark. Every error names the file (and rule and field).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from zync_assets.codec.formats import AVRO, WireFormat, wire_format
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.names import POOL_NAME
+from zync_assets.specs.reading import SpecYamlError, read_spec_yaml
+from zync_assets.specs.rules import Rule, parse_rules
+from zync_assets.specs.tables import TableDef, parse_tables
+
+
+@dataclass(frozen=True)
+class Route:
+    topic: str
+    pool: str
+    format: WireFormat = AVRO
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: Path
+    inputs: list[Route]
+    outputs: list[Route]
+    transforms: list[Rule] = field(default_factory=list)
+    shaper: Path | None = None
+    tables: list[TableDef] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    def raw_pools(self) -> dict[str, list[str]]:
+        """pool -> its input topics, in file order."""
+        pools: dict[str, list[str]] = {}
+        for route in self.inputs:
+            pools.setdefault(route.pool, []).append(route.topic)
+        return pools
+
+    def staging_pools(self) -> dict[str, list[str]]:
+        """staging pool -> the rules' output topics in it, in file order."""
+        pools: dict[str, list[str]] = {}
+        for route in self.outputs:
+            pools.setdefault(route.pool, []).append(route.topic)
+        return pools
+
+    def rules_of(self, pool: str) -> list[Rule]:
+        """The rules whose outputs go to staging pool `pool`: the ETL runs them there."""
+        topics = self.staging_pools().get(pool, [])
+        return [r for r in self.transforms if r.out in topics]
+
+    def etl_topics(self, pool: str) -> list[str]:
+        """The input topics the ETL of staging pool `pool` reads: its rules' topics and the
+        transaction topics its gated rules wait on. The events of another input topic (one
+        only a lake table reads) are not the ETL's: they get no done records and are no
+        part of the pool's lag."""
+        rules = self.rules_of(pool)
+        topics = (t for r in rules for t in (*r.topics, r.transaction_topic) if t)
+        return list(dict.fromkeys(topics))
+
+    def require_views(self, topics: Iterable[str]) -> None:
+        """Fail unless a view rule writes each of `topics`."""
+        views = [r.out for r in self.transforms if r.type == "view"]
+        unknown = sorted(set(topics) - set(views))
+        if unknown:
+            raise SpecError(
+                f"{self.path}: no view writes {', '.join(unknown)}; its views write: "
+                f"{', '.join(views) or 'nothing (it has no view rule)'}"
+            )
+
+    def formats(self) -> dict[str, WireFormat]:
+        """topic -> its wire format, inputs and outputs."""
+        return {route.topic: route.format for route in self.inputs + self.outputs}
+
+
+class SpecError(ZyncError):
+    pass
+
+
+def _fail(path: Path, where: str, problem: str) -> SpecError:
+    return SpecError(f"{path}: {where}: {problem}" if where else f"{path}: {problem}")
+
+
+def load_spec(path: str | Path) -> Spec:
+    path = Path(path)
+    try:
+        data = read_spec_yaml(path)
+    except OSError as exc:
+        raise SpecError(f"cannot read spec {path}: {exc.strerror}") from exc
+    except SpecYamlError as exc:
+        raise SpecError(f"{path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(data, dict):
+        raise _fail(path, "", "expected a mapping with inputs, outputs and transforms")
+    unknown = set(data) - {"inputs", "outputs", "transforms", "shaper", "tables"}
+    if unknown:
+        names = sorted(str(name) for name in unknown)  # YAML keys may be null or numbers
+        raise _fail(path, "", f"unknown section(s) {', '.join(names)}")
+    inputs = _routes(path, data, "inputs", required=True)
+    outputs = _routes(path, data, "outputs", required=False)
+    seen: dict[str, str] = {}
+    for route in inputs + outputs:
+        if route.topic in seen and seen[route.topic] != route.pool:
+            raise _fail(
+                path, "", f"topic {route.topic!r} is routed to two pools "
+                f"({seen[route.topic]!r} and {route.pool!r})",
+            )  # fmt: skip
+        if route.topic in seen:
+            raise _fail(path, "", f"topic {route.topic!r} is listed twice")
+        seen[route.topic] = route.pool
+    shaper = data.get("shaper")
+    shaper_path = (path.parent / shaper) if isinstance(shaper, str) else None
+    if shaper is not None and shaper_path is None:
+        raise _fail(path, "shaper", "expected the path of a .sql file")
+    transforms = (
+        parse_rules(path, data["transforms"], inputs, outputs) if "transforms" in data else []
+    )
+    tables = parse_tables(path, data["tables"], inputs, outputs) if "tables" in data else []
+    for table in tables:
+        if table.from_staging and not transforms:
+            raise _fail(
+                path, f"tables[{table.name}] source",
+                f"output topic {table.source!r} gets records from transforms: the spec has none",
+            )  # fmt: skip
+    return Spec(path, inputs, outputs, transforms, shaper_path, tables)
+
+
+ROUTE_KEYS = {"topic", "pool", "format", "key-format"}
+TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def _routes(path: Path, data: dict, section: str, required: bool) -> list[Route]:
+    items = data.get(section)
+    if items is None:
+        if required:
+            raise _fail(path, section, "missing: list {topic, pool} entries")
+        return []
+    if not isinstance(items, list) or not items:
+        raise _fail(path, section, "expected a non-empty list of {topic, pool}")
+    routes = []
+    for index, item in enumerate(items, start=1):
+        where = f"{section}[{index}]"
+        if not isinstance(item, dict) or not {"topic", "pool"} <= set(item) <= ROUTE_KEYS:
+            raise _fail(
+                path, where, "expected {topic: ..., pool: ...} and optionally format, key-format"
+            )
+        topic, pool = item["topic"], item["pool"]
+        if not isinstance(topic, str) or not TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
+            raise _fail(
+                path, where,
+                f"invalid topic name {topic!r}: Kafka allows 1-249 letters, digits, '.', '_', '-'",
+            )  # fmt: skip
+        if not isinstance(pool, str) or not POOL_NAME.match(pool):
+            raise _fail(path, where, f"invalid pool name {pool!r} (letters, digits, _ and -)")
+        try:
+            formats = wire_format(item.get("format"), item.get("key-format"))
+        except ZyncError as e:
+            raise _fail(path, where, str(e)) from e
+        if section == "outputs" and formats.key != formats.value:
+            raise _fail(path, where, "to-kafka writes keys in the value's format: drop key-format")
+        routes.append(Route(topic, pool, formats))
+    return routes
+
+
+def all_raw_pools(specs: list[Spec]) -> dict[str, list[str]]:
+    """Every raw pool of the specs with its topics (a topic may feed one pool only)."""
+    pools: dict[str, list[str]] = {}
+    for spec in specs:
+        for pool, topics in spec.raw_pools().items():
+            pools.setdefault(pool, [])
+            pools[pool] += [t for t in topics if t not in pools[pool]]
+    return pools
+
+
+def spec_folder() -> Path:
+    """`$ZYNC_SPECS`, else ./etl_specs, else the checkout's etl_specs/."""
+    return project_spec_folder() or Path(__file__).resolve().parent.parent / "etl_specs"
+
+
+def project_spec_folder() -> Path | None:
+    """The working directory's project's spec folder: `$ZYNC_SPECS`, else ./etl_specs;
+    None when there is neither."""
+    if os.environ.get("ZYNC_SPECS"):
+        return Path(os.environ["ZYNC_SPECS"])
+    local = Path("etl_specs")
+    return local if local.is_dir() else None
+
+
+def find_specs(folder: str | Path = "etl_specs") -> list[Path]:
+    return sorted(Path(folder).glob("*.yaml")) + sorted(Path(folder).glob("*.yml"))
+
+
+def load_specs(folder: str | Path) -> list[Spec]:
+    """Every spec file (`*.yaml`, `*.yml`) in `folder`, read and checked."""
+    if not Path(folder).is_dir():
+        raise ZyncError(f"specs folder {folder} does not exist: give a folder of zync spec files")
+    return [load_spec(path) for path in find_specs(folder)]
