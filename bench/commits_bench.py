@@ -49,12 +49,12 @@ from zync_assets.core.settings import KafkaSettings
 from zync_assets.demo.invoices import reset
 from zync_assets.etl.state import METADATA_KEY as ETL_KEY
 from zync_assets.etl.state import app_id as etl_app
-from zync_assets.ingest.progress import METADATA_KEY as INGEST_KEY
-from zync_assets.ingest.progress import app_id as ingest_app
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.commits import latest_commit, metadata
 from zync_assets.lake.delta_writes import append_once
 from zync_assets.lake.pools import commit_file, pool_path, pool_version
+from zync_assets.lake.progress import METADATA_KEY as INGEST_KEY
+from zync_assets.lake.progress import app_id as ingest_app
 from zync_assets.pipeline.maintenance import Maintenance, MaintenancePolicy
 from zync_assets.pipeline.run import Pipeline
 from zync_assets.specs.model import load_spec

@@ -36,10 +36,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench.common import machine, publish
-from zync_assets.ingest.progress import app_id, commit_metadata
 from zync_assets.lake import store as lake_store
 from zync_assets.lake.delta_writes import append_once
 from zync_assets.lake.pools import commit_file, pool_path, pool_version, table_path
+from zync_assets.lake.progress import app_id, commit_metadata
 from zync_assets.specs.model import load_spec
 from zync_assets.tables.apply import run_tables
 from zync_assets.tables.fold import END_AT, START_AT

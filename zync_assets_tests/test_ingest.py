@@ -10,11 +10,11 @@ from zync_assets.codec.wire import frame
 from zync_assets.core.errors import ZyncError
 from zync_assets.ingest.dead_letters import dead_letters_added
 from zync_assets.ingest.ingest import ingest
-from zync_assets.ingest.progress import read_progress
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.offsets import watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.pools import dead_letter_path, pool_path
+from zync_assets.lake.progress import read_progress
 from zync_assets_tests.conftest import Stack, produce_bytes, produce_json
 
 pytestmark = pytest.mark.integration

@@ -10,9 +10,9 @@ import pytest
 
 from zync_assets.core.errors import ZyncError
 from zync_assets.etl.state import read_state
-from zync_assets.ingest.progress import commit_metadata, read_progress
 from zync_assets.lake.commits import metadata
 from zync_assets.lake.delta_writes import append_once
+from zync_assets.lake.progress import commit_metadata, read_progress
 from zync_assets.pipeline.maintenance import Maintenance, MaintenancePolicy
 
 pytestmark = pytest.mark.integration

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from zync_assets.core.events import event_struct
 from zync_assets.core.offsets import Offsets
-from zync_assets.etl.compile import CompiledRule, event_struct
+from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import GATED, TXN, TXN_EXPIRED, TXN_POS
 from zync_assets.spark.session import pinned, unpin
 from zync_assets.specs.expiry import parse_expiry

@@ -17,7 +17,8 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.window import WindowSpec
 
-from zync_assets.etl.compile import CompiledRule, event_columns
+from zync_assets.core.events import event_columns
+from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import GATED, GROUP_SCOPE, TXN, member_of
 from zync_assets.etl.open_txns import open_transactions
 from zync_assets.lake.delta_writes import append_once

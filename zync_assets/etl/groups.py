@@ -11,8 +11,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from zync_assets.core.errors import ZyncError
+from zync_assets.core.events import EVENT_FIELDS
 from zync_assets.core.variants import as_variant
-from zync_assets.etl.compile import EVENT_FIELDS, CompiledRule
+from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import TXN, TXN_POS
 from zync_assets.etl.group_sql import group_value, run_sql
 from zync_assets.spark.session import pinned, union_all, unpin

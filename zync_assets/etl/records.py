@@ -6,9 +6,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from zync_assets.core.events import event_struct
 from zync_assets.core.variants import as_variant
 from zync_assets.etl import classify as cl
-from zync_assets.etl.compile import CompiledRule, event_struct, select_outputs
+from zync_assets.etl.compile import CompiledRule, select_outputs
 from zync_assets.etl.gate import TXN, TXN_POS
 from zync_assets.etl.order import moved_outputs, output_offset, with_effective_position
 from zync_assets.spark.session import union_all

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from zync_assets.core.events import event_columns
 from zync_assets.core.offsets import Offsets
 from zync_assets.etl import classify as cl
 from zync_assets.etl.bounds import above_cursors, below_ends
-from zync_assets.etl.compile import CompiledRule, event_columns
+from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.state import EtlState, pass_figures, read_state
-from zync_assets.ingest.progress import read_progress
 from zync_assets.lake.pools import pool_exists, pool_path
+from zync_assets.lake.progress import read_progress
 from zync_assets.spark.session import union_all
 from zync_assets.specs.model import Spec
 

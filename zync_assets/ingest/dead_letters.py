@@ -14,10 +14,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.core.offsets import Offsets
-from zync_assets.ingest.progress import Progress, commit_metadata, read_progress
 from zync_assets.lake import store as lake_store
 from zync_assets.lake.delta_writes import append_once
 from zync_assets.lake.pools import commit_file, dead_letter_path, pool_path
+from zync_assets.lake.progress import Progress, commit_metadata, read_progress
 
 
 def _between(low: Offsets, high: Offsets):

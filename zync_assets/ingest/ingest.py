@@ -26,7 +26,6 @@ from zync_assets.core.offsets import OffsetRange, Offsets, advance, plan_ranges
 from zync_assets.core.settings import KafkaSettings
 from zync_assets.ingest import decode
 from zync_assets.ingest.dead_letters import sync_dead_letters
-from zync_assets.ingest.progress import Progress, app_id, commit_metadata, read_progress
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.ingest.source import read_ranges
 from zync_assets.kafka.failures import java_outage
@@ -34,6 +33,7 @@ from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.delta_writes import append_once
 from zync_assets.lake.pools import check_pool_name, pool_path
+from zync_assets.lake.progress import Progress, app_id, commit_metadata, read_progress
 from zync_assets.spark.session import sized_work
 
 

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from zync_assets.core.offsets import Offsets
 from zync_assets.core.settings import KafkaSettings
 from zync_assets.etl.state import EtlState, PassFigures, pass_figures, read_state
-from zync_assets.ingest.progress import read_progress, recorded_dead_letters
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.lake.pools import (
     dead_letter_path,
@@ -34,6 +33,7 @@ from zync_assets.lake.pools import (
     pool_version,
     table_path,
 )
+from zync_assets.lake.progress import read_progress, recorded_dead_letters
 from zync_assets.pipeline.failures import Failure, read_failure
 from zync_assets.specs.model import Spec
 from zync_assets.specs.tables import TableDef

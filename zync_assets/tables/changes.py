@@ -20,9 +20,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, MapType, StructType, VariantType
 
 from zync_assets.core.errors import ZyncError
+from zync_assets.core.events import RAW_SCHEMA, event_columns
 from zync_assets.core.offsets import Offsets
 from zync_assets.etl.bounds import above_cursors, below_ends
-from zync_assets.etl.compile import RAW_SCHEMA, event_columns
 from zync_assets.lake.pools import pool_path
 from zync_assets.specs.model import Spec
 from zync_assets.specs.tables import TableDef

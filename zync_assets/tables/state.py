@@ -12,9 +12,9 @@ from typing import Any
 
 from zync_assets.core.offsets import Offsets, offsets_from_json, offsets_to_json
 from zync_assets.etl.state import read_state
-from zync_assets.ingest.progress import read_progress
 from zync_assets.lake.commits import commit_info, latest_commit, metadata, user_metadata
 from zync_assets.lake.pools import commit_file, pool_exists, pool_path, pool_version
+from zync_assets.lake.progress import read_progress
 from zync_assets.specs.model import Spec
 from zync_assets.specs.tables import TableDef
 

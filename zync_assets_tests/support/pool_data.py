@@ -18,9 +18,9 @@ DEAD = "struct<reason: string, key: binary, value: binary>"
 def commit_raw(spark: SparkSession, pool: str, run: int, rows: DataFrame, ends: dict) -> None:
     """Append `rows` to raw pool `pool` as ingest's run `run`, recording each topic's end
     offset (partition 0) in the commit."""
-    from zync_assets.ingest.progress import app_id, commit_metadata
     from zync_assets.lake.delta_writes import append_once
     from zync_assets.lake.pools import pool_path
+    from zync_assets.lake.progress import app_id, commit_metadata
 
     meta = commit_metadata(run, uuid.uuid4().hex, {t: {0: end} for t, end in ends.items()})
     append_once(rows, pool_path(pool), app_id(pool), run, meta)
