@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets_tests.conftest import Stack, produce_json, read_topic
+from zync_assets_tests.conftest import Stack, produce_json, read_topic, stateless_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a wheel and a virtualenv: 2+ min
 
@@ -64,14 +64,8 @@ def test_a_host_project_runs_zync_from_its_wheel(
     project = tmp_path / "host"
     shutil.copytree(HOST_PROJECT, project)
     (project / "specs").mkdir()
-    (project / "specs" / "orders.yaml").write_text(f"""
-inputs:
-  - {{topic: {topic}, pool: OrdersRaw}}
-outputs:
-  - {{topic: {topic}_out, pool: OrdersStaging}}
-transforms:
-  - {{type: stateless, in: {topic}, out: {topic}_out, sql: "in.key AS key, in.after AS value"}}
-""")
+    stateless_spec(project / "specs" / "orders.yaml", topic, "OrdersRaw", "OrdersStaging",
+                   'sql: "in.key AS key, in.after AS value"')  # fmt: skip
     (project / "dagster_home").mkdir()
     env = {
         "PATH": f"{venv}:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
