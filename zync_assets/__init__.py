@@ -52,6 +52,11 @@ if TYPE_CHECKING:
     from zync_assets.specs.model import Spec, load_spec, load_specs
 
 
+def __dir__() -> list[str]:
+    """The lazy names too: `dg` finds the Component by listing this module."""
+    return sorted({*globals(), *__all__})
+
+
 def __getattr__(name: str) -> Any:
     if name not in _PUBLIC:
         raise AttributeError(f"module 'zync_assets' has no attribute {name!r}")

@@ -80,6 +80,12 @@ def test_a_host_project_runs_zync_from_its_wheel(
     assert f"spark jars fetched into {tmp_path / 'jars' / 'spark'}" in fetched
     assert str(venv.parent / "lib") in fetched  # zync's functions: the wheel's own jar
 
+    # dg finds the Component through the wheel's entry point, as `dg list components` does.
+    registry = run([venv / "python", "-c", "from dagster.components.core.package_entry import "
+                    "discover_entry_point_package_objects as found; print(*map(str, found()))"],
+                   env, project)  # fmt: skip
+    assert "namespace='zync_assets', name='ZyncComponent'" in registry
+
     lineage = json.loads(run([venv / "python", "lineage.py"], env, project))
     assert lineage["zync_assets"].startswith(str(venv.parent))  # not the checkout's
     parents = lineage["parents"]
