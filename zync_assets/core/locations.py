@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+# The folder that holds the package: a checkout's root (resources/, etl_specs/, .zync/),
+# or site-packages for an installed wheel, where none of those are.
+CHECKOUT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def state_dir() -> Path:
@@ -19,7 +21,7 @@ def jars_dir() -> Path:
     `~/.cache/zync-assets/jars` (`zync jars` fills it)."""
     if "ZYNC_JARS" in os.environ:
         return Path(os.environ["ZYNC_JARS"]).resolve()
-    for candidate in (_PACKAGE_ROOT / ".zync" / "jars", state_dir() / "jars"):
+    for candidate in (CHECKOUT_ROOT / ".zync" / "jars", state_dir() / "jars"):
         if candidate.is_dir():
             return candidate
     cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -32,4 +34,4 @@ INSTALL_HINT = "run scripts/install.sh"
 
 def connect_configs_dir() -> Path:
     """The Kafka Connect connector configurations (`resources/connect/` of the checkout)."""
-    return _PACKAGE_ROOT / "resources" / "connect"
+    return CHECKOUT_ROOT / "resources" / "connect"

@@ -17,7 +17,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from zync_assets.core.errors import ZyncError
-from zync_assets.core.locations import jars_dir
+from zync_assets.core.locations import CHECKOUT_ROOT, jars_dir
 from zync_assets.core.settings import spark_master
 from zync_assets.jars import FETCH_HINT, functions_jar
 from zync_assets.lake.store import is_object_store, lake_keys, lake_uri, spark_conf_for_lake
@@ -25,7 +25,6 @@ from zync_assets.spark.archive import dump_options, java_options
 from zync_assets.spark.functions import quiet_query_errors, register_functions
 from zync_assets.spark.jvm import start_driver_jvm
 
-_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # Java options that halve JVM start-up on small machines (C1 only, serial GC). A
 # long-lived session (`zync run --follow`) goes without: C2's code runs its passes about
 # 1.5x faster once warm. ZYNC_SPARK_FAST_START=0 turns them off for any command.
@@ -60,7 +59,7 @@ def spark_conf() -> dict[str, str]:
 def spark_conf_file() -> Path | None:
     if os.environ.get("ZYNC_SPARK_CONF"):
         return Path(os.environ["ZYNC_SPARK_CONF"])
-    for candidate in (Path("resources/spark.conf"), _PACKAGE_ROOT / "resources" / "spark.conf"):
+    for candidate in (Path("resources/spark.conf"), CHECKOUT_ROOT / "resources" / "spark.conf"):
         if candidate.is_file():
             return candidate
     return None

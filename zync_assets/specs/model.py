@@ -16,6 +16,7 @@ import yaml
 
 from zync_assets.codec.formats import AVRO, WireFormat, wire_format
 from zync_assets.core.errors import ZyncError
+from zync_assets.core.locations import CHECKOUT_ROOT
 from zync_assets.core.names import POOL_NAME
 from zync_assets.specs.reading import SpecYamlError, read_spec_yaml
 from zync_assets.specs.rules import Rule, parse_rules
@@ -187,7 +188,7 @@ def all_raw_pools(specs: list[Spec]) -> dict[str, list[str]]:
 
 def spec_folder() -> Path:
     """`$ZYNC_SPECS`, else ./etl_specs, else the checkout's etl_specs/."""
-    return project_spec_folder() or Path(__file__).resolve().parent.parent / "etl_specs"
+    return project_spec_folder() or CHECKOUT_ROOT / "etl_specs"
 
 
 def project_spec_folder() -> Path | None:
