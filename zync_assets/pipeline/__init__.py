@@ -1,1 +1,1 @@
-"""The continuous pipeline over the stages, and where every pool stands (status, failures)."""
+"""Over the stages: the continuous pipeline, where every pool stands (status, failures), SQL over pools and tables, their upkeep."""
