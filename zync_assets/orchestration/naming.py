@@ -67,14 +67,18 @@ class Naming:
         key = self.translator.asset_key(ZyncAsset(kind, name, output))
         return AssetKey([*self.key_prefix, *key.path])
 
-    def attributes(self, kind: AssetKind, name: str, *, output: bool = False) -> dict[str, Any]:
-        """The key, group, owners and tags of an asset (AssetSpec's and @asset's names)."""
+    def attributes(
+        self, kind: AssetKind, name: str, *, output: bool = False,
+        tags: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """The key, group, owners and tags of an asset (AssetSpec's and @asset's names);
+        `tags`: zync's own, beside the translator's."""
         asset = ZyncAsset(kind, name, output)
         return {
             "key": self.key(kind, name, output=output),
             "group_name": self.translator.group_name(asset),
             "owners": list(self.translator.owners(asset)),
-            "tags": dict(self.translator.tags(asset)),
+            "tags": {**self.translator.tags(asset), **(tags or {})},
         }
 
     def definition_name(self, name: str) -> str:

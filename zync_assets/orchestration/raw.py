@@ -131,11 +131,11 @@ def raw_pool_asset(
     pool: str, topics: list[str], formats: dict[str, WireFormat] | None = None,
     naming: Naming = DEFAULT_NAMING,
 ):  # fmt: skip
-    named = naming.attributes("raw", pool)
+    named = naming.attributes("raw", pool, tags={"zync/stage": "raw"})
     key = named["key"]
 
     @asset(
-        **{**named, "tags": {**named["tags"], "zync/stage": "raw"}},
+        **named,
         check_specs=[AssetCheckSpec("no_dead_letters", asset=key)],
         deps=[naming.key("topic", t) for t in topics],
         kinds=POOL_KINDS,
@@ -164,17 +164,16 @@ def raw_pool_asset(
                 f"pool {pool}: read {', '.join(describe_range(r) for r in result.ranges)}; wrote "
                 f"{result.rows} rows, {result.dead_letters} dead letters (ingest run {result.run})"
             )
-        return raw_pool_materialization(zync_spark.session(), result, key)
+        return raw_pool_materialization(zync_spark.session(), result, naming)
 
     return raw_pool
 
 
 def raw_pool_materialization(
-    session: SparkSession, result: IngestResult, key: AssetKey | None = None
+    session: SparkSession, result: IngestResult, naming: Naming = DEFAULT_NAMING
 ) -> MaterializeResult:
-    """What an ingest commit records in Dagster, from a run or from `zync run` (`key`:
-    the pool's asset key, by default zync's own name for it)."""
-    key = key or raw_key(result.pool)
+    """What an ingest commit records in Dagster, from a run or from `zync run`."""
+    key = naming.key("raw", result.pool)
     dead = raw_dead_letters(lambda: session, result.pool)
     return MaterializeResult(
         asset_key=key,

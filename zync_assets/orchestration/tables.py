@@ -75,11 +75,11 @@ def table_assets(spec: Spec, naming: Naming = DEFAULT_NAMING) -> list:
 
 def _table_asset(spec: Spec, table: TableDef, naming: Naming):
     kind = "history (SCD2)" if table.scd2 else "current state (SCD1)"
-    named = naming.attributes("table", table.name)
+    named = naming.attributes("table", table.name, tags={"zync/stage": "table"})
     source = naming.key("staging" if table.from_staging else "raw", table.source_pool)
 
     @asset(
-        **{**named, "tags": {**named["tags"], "zync/stage": "table"}},
+        **named,
         deps=[source],
         kinds=POOL_KINDS,
         code_version=code_version(table),

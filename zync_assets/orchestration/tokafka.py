@@ -64,11 +64,9 @@ def pools_sent_together(spec: Spec) -> set[str]:
     }
 
 
-def _topic_spec(route: Route, naming: Naming, stage_tag: bool = False) -> dict[str, Any]:
+def _topic_spec(route: Route, naming: Naming, tags: dict[str, str] | None = None) -> dict[str, Any]:
     wire = "Avro." if route.format.value == "avro" else "Kafka Connect JSON."
-    named = naming.attributes("topic", route.topic, output=True)
-    if stage_tag:
-        named["tags"] = {**named["tags"], "zync/stage": "to-kafka"}
+    named = naming.attributes("topic", route.topic, output=True, tags=tags)
     return {
         **named,
         # both in the staging pool
@@ -82,7 +80,7 @@ def _topic_spec(route: Route, naming: Naming, stage_tag: bool = False) -> dict[s
 
 
 def _topic_asset(spec: Spec, route: Route, naming: Naming):
-    @asset(**_topic_spec(route, naming, stage_tag=True))
+    @asset(**_topic_spec(route, naming, tags={"zync/stage": "to-kafka"}))
     def output_topic(
         context: AssetExecutionContext,
         zync_spark: SparkResource,
