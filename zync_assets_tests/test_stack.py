@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,31 @@ def test_dagster_that_cannot_load_the_specs_says_why_and_stops(
     finally:
         dagster_service(tmp_path).stop()
     assert dagster_service(tmp_path).running() is None
+
+
+def test_zync_jars_without_maven_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mvn on it
+    with pytest.raises(ZyncError, match=r"Maven \(mvn\) is missing: .*apt-get install maven"):
+        jars.fetch("spark", tmp_path / "cache")
+    assert not (tmp_path / "cache" / "spark").exists()  # nothing half-filled left as the set
+
+
+def test_a_command_that_needs_the_stack_extra_names_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A library install has no psycopg: the demo's commands say which extra to install."""
+    from zync_assets.cli.main import COMMANDS, LazyCommand, main
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "zync_assets.demo.workload", raising=False)
+    monkeypatch.setitem(COMMANDS, "workload", LazyCommand("zync_assets.demo.workload", "run", ""))
+    with pytest.raises(SystemExit) as exit_code:
+        main(["workload"])
+    assert exit_code.value.code == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "zync: error: the local stack and the demo need psycopg, which a library install "
+        "leaves out: pip install 'zync-assets[stack]'"
+    ]
