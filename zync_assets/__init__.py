@@ -31,11 +31,19 @@ _PUBLIC = {
     "load_specs": "zync_assets.specs.model",
     "Spec": "zync_assets.specs.model",
     "ZyncError": "zync_assets.core.errors",
+    "ZyncConfig": "zync_assets.core.config",
+    "LakeSettings": "zync_assets.core.config",
+    "KafkaSettings": "zync_assets.core.settings",
+    "RegistrySettings": "zync_assets.core.settings",
 }
 __all__ = [
+    "KafkaSettings",
+    "LakeSettings",
+    "RegistrySettings",
     "Spec",
     "ZyncAsset",
     "ZyncComponent",
+    "ZyncConfig",
     "ZyncError",
     "ZyncTranslator",
     "__version__",
@@ -45,7 +53,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from zync_assets.core.config import LakeSettings, ZyncConfig
     from zync_assets.core.errors import ZyncError
+    from zync_assets.core.settings import KafkaSettings, RegistrySettings
     from zync_assets.orchestration.component import ZyncComponent
     from zync_assets.orchestration.definitions import build_zync_definitions
     from zync_assets.orchestration.naming import ZyncAsset, ZyncTranslator

@@ -13,7 +13,6 @@ from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
 
 from zync_assets.orchestration.definitions import build_zync_definitions
 from zync_assets.orchestration.raw import PROGRESS_KEY, raw_key, watch_for_new_data
-from zync_assets.orchestration.resources import KafkaResource
 from zync_assets.specs.model import load_spec
 from zync_assets_tests.conftest import Stack, produce_json, read_topic, stateless_spec
 from zync_assets_tests.support.kafka_log import assert_sent_together
@@ -36,9 +35,7 @@ def carried(defs, pool: str) -> set[str]:
 
 def evaluate(defs, instance: DagsterInstance, name: str):
     sensor = defs.get_sensor_def(name)
-    context = build_sensor_context(
-        instance=instance, resources={"zync_kafka": KafkaResource()}, definitions=defs
-    )
+    context = build_sensor_context(instance=instance, resources=defs.resources, definitions=defs)
     return sensor.evaluate_tick(context)
 
 
@@ -443,3 +440,48 @@ def test_a_views_lineage_runs_from_its_inputs_raw_pool_to_its_topic(tmp_path: Pa
     assert carried(defs, "VR") == {"raw/VR", "staging/VS", "done/VS", "kafka/view_out"}
     staging = defs.get_assets_def(AssetKey(["staging", "VS"]))
     assert AssetKey(["raw", "VR"]) in staging.dependency_keys
+
+
+def test_two_lakes_in_one_process_each_keep_their_pools_and_cursors(
+    spark, stack: Stack, topic: str, tmp_path: Path, lake: Path
+) -> None:
+    """Two zync definitions, each with its own configuration (lakes east and west), merge
+    into one project; a run of one writes only its lake, and each sensor reads its own."""
+    from dagster import Definitions
+
+    from zync_assets.core.config import ZyncConfig
+
+    rule = 'sql: "in.key AS key, in.after AS value"'
+    spec = load_spec(stateless_spec(tmp_path / "two.yaml", topic, "TwoRaw", "TwoStaging", rule))
+    base = ZyncConfig(kafka=stack.kafka, registry=stack.registry_settings)
+    lakes = {side: tmp_path / side for side in ("east", "west")}
+    both = Definitions.merge(*(
+        build_zync_definitions([spec], config=base.with_lake(str(lakes[side])), key_prefix=side)
+        for side in lakes
+    ))  # fmt: skip
+    Definitions.validate_loadable(both)
+    produce_json(stack, topic, [({"id": i}, {"op": "c", "after": {"id": i}}) for i in range(3)])
+    instance = DagsterInstance.ephemeral()
+
+    def rows(side: str, pool: str) -> int:
+        return spark.read.format("delta").load(str(lakes[side] / pool)).count()
+
+    def tick(side: str):
+        context = build_sensor_context(
+            instance=instance, resources=both.resources, definitions=both
+        )
+        return both.get_sensor_def(f"{side}_raw_TwoRaw_kafka_sensor").evaluate_tick(context)
+
+    east = [both.get_assets_def(AssetKey(["east", kind, pool]))
+            for kind, pool in (("raw", "TwoRaw"), ("staging", "TwoStaging"))]  # fmt: skip
+    assert materialize(east, instance=instance, resources=both.resources).success
+    assert rows("east", "TwoRaw") == 3
+    assert rows("east", "TwoStaging") == 6  # 3 outputs and 3 done records
+    assert not lakes["west"].exists() and not lake.exists()  # nor the environment's lake
+    assert not tick("east").run_requests  # its cursors are at the end
+    (request,) = tick("west").run_requests  # the west lake has nothing yet
+    west = both.get_assets_def(AssetKey(["west", "raw", "TwoRaw"]))
+    done = materialize([west], instance=instance, resources=both.resources,
+                       run_config=request.run_config)  # fmt: skip
+    assert done.success and rows("west", "TwoRaw") == 3 and rows("east", "TwoRaw") == 3
+    assert not lake.exists()

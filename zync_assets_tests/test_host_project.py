@@ -68,7 +68,7 @@ def test_zyncs_definitions_merge_with_a_host_that_has_its_own_executor_and_spark
     report = graph.get(AssetKey("revenue_report"))
     assert report.parent_keys == {AssetKey(["kafka", "orders_out"])}  # one lineage graph
     assert set(merged.resources or {}) == {
-        "spark", "zync_spark", "zync_kafka", "zync_schema_registry"
+        "spark", "zync_lake", "zync_spark", "zync_kafka", "zync_schema_registry"
     }  # fmt: skip
     # zync's automation evaluates zync's assets, never the host's.
     automation = merged.resolve_sensor_def(AUTOMATION_SENSOR).asset_selection
@@ -146,6 +146,7 @@ def test_a_defs_yaml_naming_a_folder_of_specs_is_all_a_dg_project_needs() -> Non
         (folder / "defs.yaml").write_text(
             "type: zync_assets.ZyncComponent\n"  # the package's short name, as the README gives it
             "attributes:\n  specs: specs\n  sensor_interval_s: 5\n  key_prefix: shop\n"
+            "  lake: /srv/shop-lake\n  kafka_bootstrap_servers: broker.shop:9092\n"
         )
         with sandbox.load_component_and_build_defs(defs_path=folder) as (component, defs):
             assert isinstance(component, ZyncComponent)
@@ -154,6 +155,9 @@ def test_a_defs_yaml_naming_a_folder_of_specs_is_all_a_dg_project_needs() -> Non
                     "shop/kafka/orders_out", "shop/table/orders_current"} <= keys  # fmt: skip
             sensor = defs.resolve_sensor_def("shop_raw_OrdersRaw_kafka_sensor")
             assert sensor.minimum_interval_seconds == 5
+            resources = defs.resources or {}
+            assert resources["shop_zync_lake"].location == "/srv/shop-lake"
+            assert resources["shop_zync_kafka"].bootstrap_servers == "broker.shop:9092"
 
 
 def test_a_defs_yaml_whose_specs_folder_is_missing_says_which_and_what_to_give() -> None:

@@ -79,7 +79,6 @@ def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cl
 
     from zync_assets.lake.lease import pipeline_feeding
     from zync_assets.orchestration.definitions import build_zync_definitions
-    from zync_assets.orchestration.resources import KafkaResource
     from zync_assets.specs.model import load_spec
     from zync_assets.stack.pipeline_service import launch_pipeline, pipeline_service
     from zync_assets.stack.services import stack_status
@@ -105,7 +104,7 @@ def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cl
         instance = DagsterInstance.from_config(str(dagster_home))
         defs = build_zync_definitions([load_spec(spec)])
         context = build_sensor_context(
-            instance=instance, resources={"zync_kafka": KafkaResource()}, definitions=defs
+            instance=instance, resources=defs.resources, definitions=defs
         )
         tick = defs.get_sensor_def("raw_Raw_kafka_sensor").evaluate_tick(context)
         assert not tick.run_requests and f"pid {running.pid}" in tick.skip_message, tick

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import click
 
+from zync_assets.core.config import ZyncConfig, in_force
 from zync_assets.core.errors import ZyncError, first_line, storage_failure
 from zync_assets.spark.jvm import QuietPy4J, jvm_lost
 
@@ -126,6 +127,8 @@ def zync(verbose: bool) -> None:
     if not verbose:
         for handler in logging.getLogger().handlers:
             handler.addFilter(QuietPy4J())
+    # The environment is read here, once: the command's stages read this configuration.
+    click.get_current_context().with_resource(in_force(ZyncConfig.from_env()))
 
 
 # What only the local stack and the demo import (the `stack` extra of pyproject.toml).

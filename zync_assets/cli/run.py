@@ -13,9 +13,9 @@ import click
 
 from zync_assets.cli.stages import describe, describe_etl, graceful_stop, spec_shaper
 from zync_assets.cli.tokafka import describe as describe_sync
+from zync_assets.core.config import current
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.locations import state_dir
-from zync_assets.core.settings import kafka_settings, registry_settings
 from zync_assets.core.timeparse import parse_duration
 from zync_assets.etl.run import EtlResult
 from zync_assets.ingest.ingest import IngestResult
@@ -147,8 +147,8 @@ def _run(
     pipeline = Pipeline(
         spark,
         loaded,
-        kafka_settings(),
-        Registry(registry_settings()),
+        current().kafka,
+        Registry(current().registry),
         max_records=max_records,
         shaper=shaper,
         maintenance=(

@@ -10,8 +10,8 @@ from contextlib import contextmanager
 import click
 
 from zync_assets.codec.formats import KEY_FORMATS, VALUE_FORMATS, WireFormat, wire_format
+from zync_assets.core.config import current
 from zync_assets.core.errors import ZyncError
-from zync_assets.core.settings import kafka_settings, registry_settings
 from zync_assets.core.timeparse import parse_duration
 from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.ingest.shaper import Shaper
@@ -114,7 +114,7 @@ def from_kafka(
     routes = _routes(topic, pool, specs)
     formats = _formats(topic, wire_format(value_format, key_format), specs)
     the_shaper = spec_shaper(shaper, specs)
-    kafka, registry = kafka_settings(), Registry(registry_settings())
+    kafka, registry = current().kafka, Registry(current().registry)
     from zync_assets.spark.session import spark_session
 
     started = time.monotonic()

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from zync_assets.core.config import current
 from zync_assets.core.errors import ZyncError
-from zync_assets.core.settings import kafka_settings
 from zync_assets.lake.pools import lake_dir, pool_path
 from zync_assets.pipeline.failures import Failure
 from zync_assets.pipeline.status import (
@@ -235,7 +235,7 @@ def status(specs: tuple[str, ...], output_format: str | None) -> None:
 
 
 def _read_statuses(loaded: list[Spec]) -> tuple[list[RawStatus], list[StagingStatus]]:
-    settings = kafka_settings()
+    settings = current().kafka
     reading = "reading cursors, Kafka offsets and pending events…"
     with Console(stderr=True).status(reading) as progress:
 

@@ -24,7 +24,7 @@ def table() -> None:
 @click.option("--table", "only", help="Only this table.")
 def table_apply(specs: tuple[str, ...], only: str | None) -> None:
     """One pass of the tables of SPECS: their pools' new events, merged."""
-    from zync_assets.core.settings import registry_settings
+    from zync_assets.core.config import current
     from zync_assets.kafka.registry import Registry
     from zync_assets.spark.session import spark_session
     from zync_assets.tables.apply import describe_table, run_tables
@@ -37,7 +37,7 @@ def table_apply(specs: tuple[str, ...], only: str | None) -> None:
         raise ZyncError(
             f"no table {only!r} in {', '.join(specs)} (it has {', '.join(sorted(names))})"
         )
-    spark, registry = spark_session(), Registry(registry_settings())
+    spark, registry = spark_session(), Registry(current().registry)
     for spec in loaded:
         for result in run_tables(spark, spec, registry, only=only):
             click.echo(describe_table(result))
@@ -52,7 +52,7 @@ def table_rebuild(spec: str, name: str) -> None:
 
     The table is replaced in place, in its own history (`zync table history` shows the
     rebuild; time travel reads what it was before); each source event is applied once."""
-    from zync_assets.core.settings import registry_settings
+    from zync_assets.core.config import current
     from zync_assets.kafka.registry import Registry
     from zync_assets.pipeline.failures import clear_failure
     from zync_assets.spark.session import spark_session
@@ -62,7 +62,7 @@ def table_rebuild(spec: str, name: str) -> None:
     if name not in {t.name for t in loaded.tables}:
         have = ", ".join(t.name for t in loaded.tables) or "none"
         raise ZyncError(f"{spec}: no table {name!r} to rebuild (its tables: {have})")
-    result = rebuild_table(spark_session(), loaded, name, Registry(registry_settings()))
+    result = rebuild_table(spark_session(), loaded, name, Registry(current().registry))
     clear_failure(f"table {name}")
     click.echo(describe_table(result).replace(f"table {name}:", f"table {name}: rebuilt:", 1))
 

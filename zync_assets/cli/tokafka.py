@@ -16,7 +16,7 @@ from rich.progress import (
 
 from zync_assets.cli.stages import graceful_stop
 from zync_assets.codec.formats import OUTPUT_FORMATS
-from zync_assets.core.settings import kafka_settings, registry_settings
+from zync_assets.core.config import current
 from zync_assets.core.timeparse import parse_duration
 from zync_assets.kafka.registry import Registry
 from zync_assets.pipeline.follow import follow
@@ -71,7 +71,7 @@ def to_kafka(
 
     require_staging(pool)  # before paying for Spark's start
     pause, idle = parse_duration(interval), parse_duration(exit_after) if exit_after else None
-    kafka, registry = kafka_settings(), Registry(registry_settings())
+    kafka, registry = current().kafka, Registry(current().registry)
     started = time.monotonic()
     spark = spark_session()
     click.echo(f"spark ready ({time.monotonic() - started:.1f}s)", err=True)

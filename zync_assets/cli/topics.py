@@ -9,8 +9,8 @@ from typing import Any, BinaryIO
 
 import click
 
+from zync_assets.core.config import current
 from zync_assets.core.errors import ZyncError
-from zync_assets.core.settings import kafka_settings, registry_settings
 from zync_assets.core.timeparse import parse_duration
 from zync_assets.kafka.consume import Undecodable
 from zync_assets.kafka.consume import consume as consume_topic
@@ -34,7 +34,7 @@ def _read_schema(path: str | None) -> Any:
 @click.command()
 def ls() -> None:
     """List registry subjects with their latest schemas."""
-    registry = Registry(registry_settings())
+    registry = Registry(current().registry)
     for subject in sorted(registry.subjects()):
         latest = registry.latest(subject)
         click.echo(f"subject {subject}:")
@@ -64,8 +64,8 @@ def produce(
     result = produce_lines(
         topic,
         lines,
-        kafka_settings(),
-        Registry(registry_settings()),
+        current().kafka,
+        Registry(current().registry),
         key_schema=_read_schema(key_schema),
         value_schema=_read_schema(value_schema),
         partitions=partitions,
@@ -83,7 +83,7 @@ def consume(topic: str, from_beginning: bool, exit_after: str | None, metadata: 
     idle = parse_duration(exit_after) if exit_after else None
     undecodable = 0
     for record in consume_topic(
-        kafka_settings(), Registry(registry_settings()), topic, from_beginning, idle, metadata
+        current().kafka, Registry(current().registry), topic, from_beginning, idle, metadata
     ):
         if isinstance(record, Undecodable):
             undecodable += 1
@@ -102,5 +102,5 @@ def consume(topic: str, from_beginning: bool, exit_after: str | None, metadata: 
 @click.option("--topic", "-t", required=True, help="Topic to describe.")
 def info(topic: str) -> None:
     """Low and high offsets per partition."""
-    for part in topic_offsets(kafka_settings(), topic):
+    for part in topic_offsets(current().kafka, topic):
         click.echo(f"partition {part.partition} low {part.low} high {part.high}")

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from zync_assets.core.config import carried
 from zync_assets.lake import store as lake_store
 from zync_assets.lake.pools import check_pool_name, lake_entry
 
@@ -73,7 +74,9 @@ class PipelineLeases:
 
     def hold(self) -> None:
         self.beat()
-        threading.Thread(target=self._beat_until_released, name="lease", daemon=True).start()
+        threading.Thread(
+            target=carried(self._beat_until_released), name="lease", daemon=True
+        ).start()
 
     def _beat_until_released(self) -> None:
         while not self._released.wait(BEAT_EVERY_S):

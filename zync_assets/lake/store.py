@@ -1,6 +1,7 @@
 """Where the lake lives: a local folder, or a bucket on S3 or an S3-compatible server.
 
-`ZYNC_LAKE` is a folder (default `./.zync/lake`) or `s3a://BUCKET/PREFIX`. Spark reaches
+The lake is the configuration's (core/config.py; `ZYNC_LAKE` for the CLI): a folder
+(default `./.zync/lake`) or `s3a://BUCKET/PREFIX`. Spark reaches
 an S3 lake through hadoop-aws (the `s3a` file system); zync's own small reads outside
 Spark (a table's newest version, a commit's metadata, the pipeline leases) go through
 pyarrow's file systems, the same code for both kinds of lake.
@@ -20,17 +21,14 @@ from urllib.parse import urlparse
 
 from pyarrow import fs as pafs
 
+from zync_assets.core.config import S3_SCHEMES, current
 from zync_assets.core.errors import Unavailable, ZyncError
-
-S3_SCHEMES = ("s3a://", "s3://")
 
 
 def lake_uri() -> str:
-    """The lake: an absolute folder, or an `s3a://bucket/prefix` URL (no trailing slash)."""
-    configured = os.environ.get("ZYNC_LAKE", ".zync/lake")
-    if is_object_store(configured):
-        return "s3a://" + configured.split("://", 1)[1].rstrip("/")
-    return str(Path(configured).resolve())
+    """The lake in force: an absolute folder, or an `s3a://bucket/prefix` URL (no
+    trailing slash)."""
+    return current().lake.uri()
 
 
 def is_object_store(location: str) -> bool:
@@ -63,12 +61,8 @@ def _s3(
 
 
 def s3_settings() -> tuple[str, str | None, str | None, str]:
-    return (
-        os.environ.get("ZYNC_S3_ENDPOINT", ""),
-        os.environ.get("AWS_ACCESS_KEY_ID"),
-        os.environ.get("AWS_SECRET_ACCESS_KEY"),
-        os.environ.get("AWS_REGION", os.environ.get("AWS_DEFAULT_REGION", "us-east-1")),
-    )
+    lake = current().lake
+    return lake.s3_endpoint, lake.aws_access_key_id, lake.aws_secret_access_key, lake.aws_region
 
 
 def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
@@ -190,7 +184,7 @@ def storage_error(location: str, error: OSError) -> ZyncError:
     detail = str(error).splitlines()[0] if str(error) else type(error).__name__
     if not is_object_store(location):
         return ZyncError(f"the lake could not be read at {location} ({detail})")
-    endpoint = os.environ.get("ZYNC_S3_ENDPOINT") or "AWS S3"
+    endpoint = current().lake.s3_endpoint or "AWS S3"
     lake = lake_uri()
     location = lake if location.startswith(lake) else location  # the lake, not one object
     if any(word in detail for word in _UNREACHABLE):

@@ -5,8 +5,9 @@
 
 `build_zync_definitions(specs)` returns assets, checks, sensors, a job and a schedule that
 sit beside a host's own in one `Definitions.merge`: no executor (the host's applies),
-resources keyed `zync_spark`, `zync_kafka`, `zync_schema_registry`, and sensors that
-select only zync's assets. A raw pool's Kafka sensor starts runs of a job of its own
+resources keyed `zync_lake`, `zync_kafka`, `zync_schema_registry` and `zync_spark` (under
+a key prefix `<prefix>_zync_…`: two zync definitions, two lakes), and sensors that select
+only zync's assets. A raw pool's Kafka sensor starts runs of a job of its own
 that runs in-process whatever the host's executor: one Spark session carries a change
 through every stage downstream of the pool. The automation sensor starts the runs that
 other changes call for (a failed stage's retry, an asset materialized by hand); those
@@ -29,8 +30,8 @@ from dagster import (
     ExecutorDefinition,
 )
 
+from zync_assets.core.config import ZyncConfig
 from zync_assets.core.errors import ZyncError
-from zync_assets.core.settings import sensor_interval_seconds
 from zync_assets.orchestration.maintenance import maintenance_job, maintenance_schedule
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming, ZyncTranslator
 from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets
@@ -95,14 +96,16 @@ def downstream_of(pool: str, specs: list[Spec], naming: Naming = DEFAULT_NAMING)
 def build_zync_definitions(
     specs: list[Spec],
     *,
+    config: ZyncConfig | None = None,
     executor: ExecutorDefinition | None = None,
     sensor_interval_s: int | None = None,
     translator: ZyncTranslator | None = None,
     key_prefix: str | Sequence[str] | None = None,
 ) -> Definitions:
-    """zync's definitions for `specs` (see the module's text). `executor`: none by default,
-    so that they merge with a host's; `sensor_interval_s`: how often the sensors look
-    (default ZYNC_SENSOR_INTERVAL, else 1 s); `translator`: how assets are named, grouped,
+    """zync's definitions for `specs` (see the module's text). `config`: the lake, Kafka,
+    registry and Spark they work with (default: the environment of each run's process, as
+    the CLI reads it); `executor`: none by default, so that they merge with a host's;
+    `sensor_interval_s`: how often the sensors look (default the configuration's); `translator`: how assets are named, grouped,
     owned and tagged (naming.py); `key_prefix`: a prefix for every asset key and every
     sensor, job and op name."""
     _check_owners(specs)
@@ -110,11 +113,11 @@ def build_zync_definitions(
     naming = Naming(translator or ZyncTranslator(), prefix)
     pools = all_raw_pools(specs)
     formats = {topic: wire for spec in specs for topic, wire in spec.formats().items()}
-    interval = sensor_interval_s or sensor_interval_seconds()
+    interval = sensor_interval_s or (config or ZyncConfig.from_env()).sensor_interval_s
     topics = sorted({t for ts in pools.values() for t in ts})
     staging = sorted({r.pool for spec in specs if spec.transforms for r in spec.outputs})
     kept = [*pools, *staging]
-    upkeep = maintenance_job(kept, naming.definition_name("pool_maintenance"))
+    upkeep = maintenance_job(kept, naming)
     external: list[AssetSpec] = topic_assets(topics, formats, naming)
     transforming = [spec for spec in specs if spec.transforms]
     materialized: list[AssetsDefinition] = [
@@ -133,7 +136,7 @@ def build_zync_definitions(
             automation_sensor(interval, materialized, naming),
         ],
         jobs=[upkeep],
-        schedules=[maintenance_schedule(upkeep, kept)],
-        resources=zync_resources(),
+        schedules=[maintenance_schedule(upkeep, kept, naming)],
+        resources=zync_resources(config, naming),
         executor=executor,
     )

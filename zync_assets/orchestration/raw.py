@@ -47,7 +47,7 @@ from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.lake.lease import pipeline_feeding
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
-from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
+from zync_assets.orchestration.resources import resource_keys, zync_step
 from zync_assets.orchestration.versions import POOL_KINDS, TOPIC_KINDS, code_version
 from zync_assets.pipeline.status import raw_dead_letters
 
@@ -140,31 +140,31 @@ def raw_pool_asset(
         deps=[naming.key("topic", t) for t in topics],
         kinds=POOL_KINDS,
         code_version=code_version(topics, [(formats or {}).get(t) for t in topics]),
+        required_resource_keys=resource_keys(naming),
         description=f"Raw pool {pool}: every event of {', '.join(topics)}, exactly once.",
     )
     def raw_pool(
         context: AssetExecutionContext,
         config: IngestConfig,
-        zync_spark: SparkResource,
-        zync_kafka: KafkaResource,
-        zync_schema_registry: SchemaRegistryResource,
     ) -> MaterializeResult:
         end = offsets_from_json(json.loads(config.end_offsets)) if config.end_offsets else None
-        result = ingest(
-            zync_spark.session(), pool, topics, zync_kafka.settings(),
-            zync_schema_registry.registry(), end,
-            missing_ok=True, formats=formats,
-        )  # fmt: skip
-        if result.run is None:
-            context.log.info(
-                f"pool {pool}: nothing new in Kafka beyond its progress; wrote nothing"
-            )
-        else:
-            context.log.info(
-                f"pool {pool}: read {', '.join(describe_range(r) for r in result.ranges)}; wrote "
-                f"{result.rows} rows, {result.dead_letters} dead letters (ingest run {result.run})"
-            )
-        return raw_pool_materialization(zync_spark.session(), result, naming)
+        with zync_step(context, naming) as step:
+            session = step.session()
+            result = ingest(
+                session, pool, topics, step.config.kafka, step.registry(), end,
+                missing_ok=True, formats=formats,
+            )  # fmt: skip
+            if result.run is None:
+                context.log.info(
+                    f"pool {pool}: nothing new in Kafka beyond its progress; wrote nothing"
+                )
+            else:
+                context.log.info(
+                    f"pool {pool}: read {', '.join(describe_range(r) for r in result.ranges)}; "
+                    f"wrote {result.rows} rows, {result.dead_letters} dead letters "
+                    f"(ingest run {result.run})"
+                )
+            return raw_pool_materialization(session, result, naming)
 
     return raw_pool
 
@@ -264,7 +264,7 @@ def raw_pool_sensor(
         job=carrier,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,  # `dagster dev` starts it: no click needed
-        required_resource_keys={"zync_kafka"},
+        required_resource_keys=resource_keys(naming),
         description=f"Starts raw/{pool} when its topics have offsets beyond the pool's cursors.",
     )
     def kafka_sensor(context: SensorEvaluationContext):
@@ -273,12 +273,14 @@ def raw_pool_sensor(
         )
         if active:
             return SkipReason(f"a run for pool {pool} is already in progress")
-        if (feeder := pipeline_feeding(pool)) is not None:
-            return SkipReason(
-                f"{feeder.describe()} ingests pool {pool}; its commits appear as materializations"
-            )
-        progress = recorded_progress(context, key)
-        end = watch_for_new_data(context.resources.zync_kafka.settings(), topics, progress)
+        with zync_step(context, naming) as step:
+            if (feeder := pipeline_feeding(pool)) is not None:
+                return SkipReason(
+                    f"{feeder.describe()} ingests pool {pool}; its commits appear as "
+                    "materializations"
+                )
+            progress = recorded_progress(context, key)
+            end = watch_for_new_data(step.config.kafka, topics, progress)
         if end is None:
             return SkipReason(f"nothing beyond the cursors of pool {pool}")
         observed = json.dumps(offsets_to_json(end))

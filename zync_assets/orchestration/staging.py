@@ -22,7 +22,7 @@ from zync_assets.etl.checks import run_checks
 from zync_assets.etl.run import EtlResult, run_etl
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.raw import dead_letter_check
-from zync_assets.orchestration.resources import SparkResource
+from zync_assets.orchestration.resources import resource_keys, zync_step
 from zync_assets.orchestration.versions import POOL_KINDS, code_version
 from zync_assets.pipeline.status import expired_total, input_lags
 from zync_assets.specs.model import Spec
@@ -106,21 +106,24 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey], naming: Naming)
         ],
         check_specs=checks,
         can_subset=False,
+        required_resource_keys=resource_keys(naming),
     )
-    def etl_pool(context: AssetExecutionContext, zync_spark: SparkResource):
-        session = zync_spark.session()
-        (result,) = run_etl(session, spec, pool=pool)
-        wrote = (
-            f"wrote outputs {result.outputs}, {result.done} done records (ETL run {result.run})"
-            if result.run is not None
-            else f"wrote nothing ({result.note or 'nothing to commit'})"
-        )
-        context.log.info(
-            f"{spec.name} → {pool}: read {result.read} raw events (from cursors "
-            f"{result.previous.cursors or 'start'} to raw end offsets {result.raw_seen}); "
-            f"{wrote}; expired {result.expired}, still pending {result.pending}"
-        )
-        yield from etl_materializations(session, spec, result, naming)
+    def etl_pool(context: AssetExecutionContext):
+        with zync_step(context, naming) as step:  # not across a yield: Dagster's code runs there
+            session = step.session()
+            (result,) = run_etl(session, spec, pool=pool)
+            wrote = (
+                f"wrote outputs {result.outputs}, {result.done} done records (ETL run {result.run})"
+                if result.run is not None
+                else f"wrote nothing ({result.note or 'nothing to commit'})"
+            )
+            context.log.info(
+                f"{spec.name} → {pool}: read {result.read} raw events (from cursors "
+                f"{result.previous.cursors or 'start'} to raw end offsets {result.raw_seen}); "
+                f"{wrote}; expired {result.expired}, still pending {result.pending}"
+            )
+            events = list(etl_materializations(session, spec, result, naming))
+        yield from events
 
     return etl_pool
 

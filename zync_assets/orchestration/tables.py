@@ -20,7 +20,7 @@ from dagster import (
 from zync_assets.core.offsets import offsets_to_json
 from zync_assets.orchestration.conditions import after_checked_upstream
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
-from zync_assets.orchestration.resources import SchemaRegistryResource, SparkResource
+from zync_assets.orchestration.resources import ZyncStep, resource_keys, zync_step
 from zync_assets.orchestration.versions import POOL_KINDS, code_version
 from zync_assets.pipeline.failures import clear_failure, explain, record_failure
 from zync_assets.specs.model import Spec
@@ -91,27 +91,31 @@ def _table_asset(spec: Spec, table: TableDef, naming: Naming):
         # the ready step of highest priority; the others have 0).
         op_tags={"dagster/priority": "-1"},
         check_specs=[AssetCheckSpec(APPLIES_CHECK, asset=named["key"])],
+        required_resource_keys=resource_keys(naming),
     )
-    def lake_table(
-        context: AssetExecutionContext,
-        zync_spark: SparkResource,
-        zync_schema_registry: SchemaRegistryResource,
-    ) -> MaterializeResult:
-        registry = zync_schema_registry.registry()
-        what = f"table {table.name}"
-        try:
-            (result,) = run_tables(zync_spark.session(), spec, registry, only=table.name)
-        except Exception as exc:  # recorded for `zync status`; the run fails with it
-            record_failure(what, explain(exc), dt.datetime.now(dt.UTC))
-            raise
-        clear_failure(what)
-        if result.run is None:
-            context.log.info(f"table {table.name}: nothing new in {table.source_pool}")
-        else:
-            context.log.info(
-                f"table {table.name}: run {result.run} applied {result.upserts} upserts and "
-                f"{result.deletes} deletes of {result.read} events ({result.ignored} change no row)"
-            )
-        return table_materialization(result, naming)
+    def lake_table(context: AssetExecutionContext) -> MaterializeResult:
+        with zync_step(context, naming) as step:
+            return _apply(context, step, spec, table, naming)
 
     return lake_table
+
+
+def _apply(
+    context: AssetExecutionContext, step: ZyncStep, spec: Spec, table: TableDef, naming: Naming
+) -> MaterializeResult:
+    """Brings lake table `table` up to date with its source pool."""
+    what = f"table {table.name}"
+    try:
+        (result,) = run_tables(step.session(), spec, step.registry(), only=table.name)
+    except Exception as exc:  # recorded for `zync status`; the run fails with it
+        record_failure(what, explain(exc), dt.datetime.now(dt.UTC))
+        raise
+    clear_failure(what)
+    if result.run is None:
+        context.log.info(f"table {table.name}: nothing new in {table.source_pool}")
+    else:
+        context.log.info(
+            f"table {table.name}: run {result.run} applied {result.upserts} upserts and "
+            f"{result.deletes} deletes of {result.read} events ({result.ignored} change no row)"
+        )
+    return table_materialization(result, naming)

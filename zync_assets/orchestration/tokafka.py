@@ -23,7 +23,7 @@ from zync_assets.etl.state import read_state
 from zync_assets.lake.pools import pool_path
 from zync_assets.orchestration.conditions import after_checked_upstream
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
-from zync_assets.orchestration.resources import KafkaResource, SchemaRegistryResource, SparkResource
+from zync_assets.orchestration.resources import resource_keys, zync_step
 from zync_assets.orchestration.versions import TOPIC_KINDS, code_version
 from zync_assets.specs.model import Route, Spec
 from zync_assets.tokafka.sync import SyncResult, sync_pool
@@ -80,21 +80,16 @@ def _topic_spec(route: Route, naming: Naming, tags: dict[str, str] | None = None
 
 
 def _topic_asset(spec: Spec, route: Route, naming: Naming):
-    @asset(**_topic_spec(route, naming, tags={"zync/stage": "to-kafka"}))
-    def output_topic(
-        context: AssetExecutionContext,
-        zync_spark: SparkResource,
-        zync_kafka: KafkaResource,
-        zync_schema_registry: SchemaRegistryResource,
-    ) -> MaterializeResult:
+    @asset(
+        **_topic_spec(route, naming, tags={"zync/stage": "to-kafka"}),
+        required_resource_keys=resource_keys(naming),
+    )
+    def output_topic(context: AssetExecutionContext) -> MaterializeResult:
         # Its topic alone; all the pool's if the pool's outputs turn out to carry source
         # transactions (a gated rule since taken out of the spec): sync_pool sends those
         # together.
-        results = _sync(
-            context, spec, route.pool, [route.topic], zync_spark, zync_kafka, zync_schema_registry
-        )
-        mine = [r for r in results if r.topic == route.topic]
-        return output_topic_materialization(spec, mine[0], naming)
+        (sent,) = _sync(context, spec, route.pool, [route.topic], naming)
+        return sent
 
     return output_topic
 
@@ -109,41 +104,36 @@ def _pool_topics_asset(spec: Spec, pool: str, naming: Naming):
         description=f"Staging pool {pool}'s output topics, sent together: a source "
         "transaction's records are in one Kafka transaction across them.",
         can_subset=False,
+        required_resource_keys=resource_keys(naming),
     )
-    def pool_topics(
-        context: AssetExecutionContext,
-        zync_spark: SparkResource,
-        zync_kafka: KafkaResource,
-        zync_schema_registry: SchemaRegistryResource,
-    ) -> Iterator[MaterializeResult]:
-        keys = [route.topic for route in routes]
-        for result in _sync(
-            context, spec, pool, keys, zync_spark, zync_kafka, zync_schema_registry
-        ):
-            if result.topic in keys:
-                yield output_topic_materialization(spec, result, naming)
+    def pool_topics(context: AssetExecutionContext) -> Iterator[MaterializeResult]:
+        yield from _sync(context, spec, pool, [route.topic for route in routes], naming)
 
     return pool_topics
 
 
 def _sync(
-    context: AssetExecutionContext, spec: Spec, pool: str, topics: list[str],
-    spark: SparkResource, kafka: KafkaResource, schema_registry: SchemaRegistryResource,
-) -> list[SyncResult]:  # fmt: skip
+    context: AssetExecutionContext, spec: Spec, pool: str, topics: list[str], naming: Naming
+) -> list[MaterializeResult]:
     """Sync `topics` of `pool` (all the pool's, if it sends them together), each in the
-    format its route in `spec` gives."""
+    format its route in `spec` gives; the materializations of `topics`."""
     formats = {r.topic: r.format.value for r in spec.outputs if r.pool == pool}
-    results = sync_pool(
-        spark.session(), pool, kafka.settings(), schema_registry.registry(),
-        topics=topics, formats=formats,
-    )  # fmt: skip
-    for result in results:
-        context.log.info(
-            f"{pool} → {result.topic}: sent {result.sent} records from staging offset "
-            f"{result.first_offset}; high-water marks {result.high_water_before} → "
-            f"{result.high_water_after}"
-        )
-    return results
+    with zync_step(context, naming) as step:
+        results = sync_pool(
+            step.session(), pool, step.config.kafka, step.registry(),
+            topics=topics, formats=formats,
+        )  # fmt: skip
+        for result in results:
+            context.log.info(
+                f"{pool} → {result.topic}: sent {result.sent} records from staging offset "
+                f"{result.first_offset}; high-water marks {result.high_water_before} → "
+                f"{result.high_water_after}"
+            )
+        return [
+            output_topic_materialization(spec, result, naming)
+            for result in results
+            if result.topic in topics
+        ]
 
 
 def output_topic_materialization(

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Generic, TypeVar
 
+from zync_assets.core.config import carried, current
 from zync_assets.core.errors import Unavailable
-from zync_assets.core.settings import outage_retry_seconds
 
 R = TypeVar("R")
 
@@ -37,12 +37,12 @@ def follow(
     did work for `idle_timeout` seconds (None: never). Returns the results that did work.
 
     When Kafka or the registry is unavailable, a continuous run (idle_timeout not 0) says
-    so and runs the pass again every few seconds, for up to `outage_retry_seconds()`;
+    so and runs the pass again every few seconds, for up to the configuration's `outage_retry_s`;
     a single pass fails at once. Either way the failed pass committed nothing.
     """
     worked = 0
     last_work = time.monotonic()
-    outage = _Outage(outage_retry_seconds() if idle_timeout != 0.0 else 0.0, warn)
+    outage = _Outage(current().outage_retry_s if idle_timeout != 0.0 else 0.0, warn)
     while True:
         started = time.monotonic()
         try:
@@ -127,7 +127,7 @@ class Lane(Generic[R]):
         self._yield_to = yield_to
         self._stop_requested = stop_requested
         self._thread = threading.Thread(
-            target=self._loop, args=(report, interval), name=name, daemon=True
+            target=carried(self._loop), args=(report, interval), name=name, daemon=True
         )
 
     def start(self) -> Lane[R]:

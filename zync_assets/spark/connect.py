@@ -12,8 +12,8 @@ import warnings
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from zync_assets.core.config import current
 from zync_assets.core.errors import ZyncError
-from zync_assets.core.settings import spark_master
 
 if TYPE_CHECKING:  # PySpark is imported where a session is made: the CLI imports this early
     from pyspark.sql import SparkSession
@@ -90,4 +90,4 @@ def connect_failure(exc: BaseException, url: str | None = None) -> ZyncError | N
     )
     if not lost:
         return None
-    return server_down(url or spark_master())
+    return server_down(url or current().spark_master)

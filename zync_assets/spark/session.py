@@ -16,9 +16,9 @@ from pathlib import Path
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
+from zync_assets.core.config import current
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.locations import CHECKOUT_ROOT, jars_dir
-from zync_assets.core.settings import spark_master
 from zync_assets.jars import FETCH_HINT, functions_jar
 from zync_assets.lake.store import is_object_store, lake_keys, lake_uri, spark_conf_for_lake
 from zync_assets.spark.archive import dump_options, java_options
@@ -161,15 +161,17 @@ def spark_session(
 ) -> SparkSession:  # fmt: skip
     """The process's SparkSession (created on first use, then shared). A local driver maps
     install's class-data archive (spark_archive); `dump_class_archive` writes one instead.
-    `conf`: Spark properties read over zync's (spark_conf()); its `spark.master`, if any,
-    wins over ZYNC_SPARK_MASTER. A Spark Connect server keeps its own properties."""
+    `conf`: Spark properties read over zync's (spark_conf(), then the configuration's);
+    its `spark.master`, if any, wins over the configuration's. A Spark Connect server
+    keeps its own properties."""
     given = dict(conf or {})
-    master = given.pop("spark.master", None) or spark_master()
+    config = current()
+    master = given.pop("spark.master", None) or config.spark_master
     if master.startswith("sc://"):
         from zync_assets.spark.connect import connect_session
 
         return connect_session(master, app_name)
-    conf = spark_conf() | given
+    conf = spark_conf() | dict(config.spark_conf) | given
     jars = spark_jars()
     opts = [
         dump_options(dump_class_archive) if dump_class_archive else _archive_options(jars),
@@ -212,7 +214,7 @@ def lane_session(spark: SparkSession) -> SparkSession:
     if is_remote(spark):
         from zync_assets.spark.connect import connect_session
 
-        return connect_session(spark_master(), "zync", new=True)
+        return connect_session(current().spark_master, "zync", new=True)
     session = spark.newSession()
     register_functions(session)  # a new session starts with Spark's built-in functions only
     return session

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 
 from zync_assets.codec.formats import OUTPUT_FORMATS
+from zync_assets.core.config import carried
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka.offsets import watermarks
@@ -138,7 +139,7 @@ def _load_files_meanwhile(spark: SparkSession, pool: str) -> threading.Thread:
         with contextlib.suppress(Exception):
             encode.load_files(spark, pool)
 
-    thread = threading.Thread(target=load, name="zync-load-pool-files", daemon=True)
+    thread = threading.Thread(target=carried(load), name="zync-load-pool-files", daemon=True)
     thread.start()
     return thread
 
@@ -263,7 +264,7 @@ def _chunks(run: _Run, codec: Encoding, first: FirstFetch, low: int, end: int) -
         fetched = first.records
         pending = None
         if fetched is None and low < end:
-            pending = pool.submit(run.fetch, codec, low, window_end(low))
+            pending = pool.submit(carried(run.fetch), codec, low, window_end(low))
         while low < end:
             if fetched is None:
                 assert pending is not None
@@ -271,7 +272,7 @@ def _chunks(run: _Run, codec: Encoding, first: FirstFetch, low: int, end: int) -
             low += fetched.count
             size = _fetch_size(fetched.nbytes / max(fetched.count, 1), per_transaction)
             if low < end:
-                pending = pool.submit(run.fetch, codec, low, window_end(low))
+                pending = pool.submit(carried(run.fetch), codec, low, window_end(low))
             at = 0
             while at < fetched.count:
                 stop = min(at + per_transaction, fetched.count)
