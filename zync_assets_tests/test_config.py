@@ -28,7 +28,10 @@ def test_the_environment_gives_every_field(workdir: Path) -> None:
         "ZYNC_OUTAGE_RETRY": "30s",
     })  # fmt: skip
     assert config.lake.uri() == "s3a://bucket/lake"
-    assert (config.lake.s3_endpoint, config.lake.aws_region) == ("http://127.0.0.1:9000", "eu-west-1")
+    assert (config.lake.s3_endpoint, config.lake.aws_region) == (
+        "http://127.0.0.1:9000",
+        "eu-west-1",
+    )
     assert config.kafka.bootstrap_servers == "broker:9093"
     assert config.registry.url == "http://registry"
     assert (config.spark_master, config.sensor_interval_s, config.outage_retry_s) == (
@@ -79,9 +82,11 @@ def test_a_thread_a_stage_starts_keeps_the_configuration_only_when_carried(
 
 
 def test_only_a_configuration_can_be_put_in_force() -> None:
-    with pytest.raises(ZyncError, match="expected a ZyncConfig, got dict"):
-        with in_force({"lake": "/tmp"}):  # type: ignore[arg-type]
-            pass
+    with (
+        pytest.raises(ZyncError, match="expected a ZyncConfig, got dict"),
+        in_force({"lake": "/tmp"}),  # type: ignore[arg-type]
+    ):
+        pass
 
 
 def test_resources_carry_a_given_configuration_with_its_secrets_by_name(

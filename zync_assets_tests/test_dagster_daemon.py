@@ -6,6 +6,7 @@ for the whole module, on the session's Kafka and registry, with its own lake.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -239,7 +240,10 @@ def check_staging_metadata(page, ui: DagsterUI) -> None:
     for name in ("cursors", "pending", "outputs", "raw_offsets_seen", "lag"):
         page.get_by_text(name, exact=True).first.wait_for(timeout=30_000)
     shown = page.inner_text("body")
-    assert stored["cursors"] in shown and stored["raw_offsets_seen"] in shown
+    # JSON metadata: the UI prints it indented, as json.dumps(indent=2) does.
+    for name in ("cursors", "raw_offsets_seen"):
+        assert isinstance(stored[name], dict), stored  # typed, not JSON text
+        assert json.dumps(stored[name], indent=2) in shown, (name, shown)
 
 
 def test_every_service_of_the_stack_listens_on_loopback_only(

@@ -26,7 +26,7 @@ from zync_assets.core.errors import ZyncError
 from zync_assets.orchestration.definitions import AUTOMATION_SENSOR, build_zync_definitions
 from zync_assets.orchestration.naming import ZyncAsset, ZyncTranslator
 from zync_assets.orchestration.raw import ingest_run_config
-from zync_assets.specs.model import load_spec
+from zync_assets.specs.model import load_spec, load_specs
 
 SPEC = """
 inputs:
@@ -237,3 +237,31 @@ def test_a_translator_and_a_key_prefix_name_every_asset_sensor_and_job(tmp_path:
     validate_run_config(job, ingest_run_config(AssetKey(["shop", "raw", "OrdersRaw"]), ""))
     automation = merged.resolve_sensor_def("shop_" + AUTOMATION_SENSOR).asset_selection
     assert automation is not None and AssetKey("revenue") not in automation.resolve(graph)
+
+
+def test_a_specs_freshness_is_dagsters_policy_on_its_assets(tmp_path: Path) -> None:
+    """Each spec's assets get its time window; a raw pool two specs read, the shorter one."""
+    (tmp_path / "orders.yaml").write_text(
+        SPEC % "in.key AS key" + "freshness: {fail: 1h, warn: 30m}\n"
+    )
+    (tmp_path / "audit.yaml").write_text(
+        "inputs:\n  - {topic: orders, pool: OrdersRaw}\n"
+        "tables:\n  - {name: orders_audit, source: orders, keys: [id], stored-as: scd2}\n"
+        "freshness: 10m\n"
+    )
+    (tmp_path / "other.yaml").write_text("inputs:\n  - {topic: others, pool: OtherRaw}\n")
+    graph = build_zync_definitions(load_specs(tmp_path)).resolve_asset_graph()
+
+    def window(key: str) -> tuple[float, float | None] | None:
+        policy = graph.get(AssetKey(key.split("/"))).freshness_policy
+        if policy is None:
+            return None
+        warn = policy.warn_window.to_timedelta().total_seconds() if policy.warn_window else None
+        return policy.fail_window.to_timedelta().total_seconds(), warn
+
+    for key in ("staging/OrdersStaging", "done/OrdersStaging", "kafka/orders_out",
+                "table/orders_current"):  # fmt: skip
+        assert window(key) == (3600, 1800), key
+    assert window("table/orders_audit") == (600, None)
+    assert window("raw/OrdersRaw") == (600, None)  # the stricter spec that reads it
+    assert window("raw/OtherRaw") is None  # no spec sets one

@@ -79,3 +79,12 @@ def test_expiry_forms(text: str, expected: Expiry) -> None:
 def test_bad_expiry() -> None:
     with pytest.raises(ZyncError, match="neither a count of offsets"):
         parse_expiry("a while")
+
+
+def test_offsets_in_dagster_metadata_read_typed_or_as_older_text() -> None:
+    from zync_assets.core.offsets import offsets_from_metadata
+
+    assert offsets_from_metadata({"t": {"0": 5}}) == {"t": {0: 5}}
+    assert offsets_from_metadata('{"t": {"0": 5}}') == {"t": {0: 5}}  # before typed metadata
+    with pytest.raises(ValueError, match="expected offsets"):
+        offsets_from_metadata("[1, 2]")

@@ -256,3 +256,31 @@ def test_txn_rule_mistakes_are_named(tmp_path: Path, text: str, message: str) ->
         load_spec(write(tmp_path, text))
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_freshness_is_a_duration_or_fail_and_warn(tmp_path: Path) -> None:
+    short = load_spec(write(tmp_path, HEAD + DENORM + "freshness: 10m\n")).freshness
+    assert short is not None and (short.fail_s, short.warn_s) == (600, None)
+    both = load_spec(write(tmp_path, HEAD + DENORM + "freshness: {fail: 1h, warn: 15m}\n"))
+    assert both.freshness is not None and (both.freshness.fail_s, both.freshness.warn_s) == (
+        3600, 900
+    )  # fmt: skip
+    assert load_spec(write(tmp_path, HEAD + DENORM)).freshness is None
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ("freshness: {warn: 5m}", "freshness: expected a duration (10m) or {fail: 10m, warn: 5m}"),
+        ("freshness: {fail: 5m, late: 1m}", "freshness: expected a duration"),
+        ("freshness: soon", "freshness.fail: bad duration 'soon'"),
+        ("freshness: 0s", "freshness.fail: give a duration longer than 0"),
+        ("freshness: {fail: 5m, warn: 10m}", "freshness.warn: must be shorter than freshness.fail"),
+    ],
+)
+def test_a_bad_freshness_is_one_line_naming_the_field(
+    tmp_path: Path, section: str, message: str
+) -> None:
+    with pytest.raises(ZyncError) as caught:
+        load_spec(write(tmp_path, HEAD + DENORM + section + "\n"))
+    assert message in str(caught.value) and "\n" not in str(caught.value)

@@ -64,6 +64,15 @@ def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> Offsets:
     return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in data.items()}
 
 
+def offsets_from_metadata(value: object) -> Offsets:
+    """Offsets recorded in Dagster metadata: a JSON value, or the JSON text that
+    materializations recorded before it was typed (an instance keeps both kinds)."""
+    data = json.loads(value) if isinstance(value, str) else value
+    if not isinstance(data, Mapping):
+        raise ValueError(f"expected offsets as {{topic: {{partition: offset}}}}, got {value!r}")
+    return offsets_from_json(data)
+
+
 def lag(progress: Offsets, end: Offsets) -> int:
     return sum(
         max(0, e - progress.get(t, {}).get(p, 0))

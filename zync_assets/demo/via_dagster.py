@@ -9,7 +9,6 @@ has caught up with the offsets just produced, and reports what is running meanwh
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster._core.instance.ref import InstanceRef
 
 from zync_assets.core.errors import ZyncError
-from zync_assets.core.offsets import Offsets, offsets_from_json
+from zync_assets.core.offsets import Offsets, offsets_from_metadata
 from zync_assets.orchestration.raw import ACTIVE_RUN_STATUSES
 
 _FAILED = [DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
@@ -75,8 +74,8 @@ def caught_up(instance: DagsterInstance, stages: list[Stage], end: Offsets) -> l
         if latest is None or (reached and latest.timestamp <= reached[-1].timestamp):
             break
         if stage.offsets_key is not None:
-            read_to = json.loads(str(latest.metadata.get(stage.offsets_key, "{}")))
-            if not covers(offsets_from_json(read_to), end):
+            read_to = offsets_from_metadata(latest.metadata.get(stage.offsets_key, {}))
+            if not covers(read_to, end):
                 break
         reached.append(latest)
     return reached

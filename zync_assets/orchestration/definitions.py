@@ -32,6 +32,7 @@ from dagster import (
 
 from zync_assets.core.config import ZyncConfig
 from zync_assets.core.errors import ZyncError
+from zync_assets.orchestration.conditions import strictest
 from zync_assets.orchestration.maintenance import maintenance_job, maintenance_schedule
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming, ZyncTranslator
 from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets
@@ -39,7 +40,7 @@ from zync_assets.orchestration.resources import zync_resources
 from zync_assets.orchestration.staging import etl_assets
 from zync_assets.orchestration.tables import table_assets
 from zync_assets.orchestration.tokafka import output_topic_assets
-from zync_assets.specs.model import Spec, all_raw_pools
+from zync_assets.specs.model import Freshness, Spec, all_raw_pools
 
 AUTOMATION_SENSOR = "zync_automation"
 
@@ -93,6 +94,11 @@ def downstream_of(pool: str, specs: list[Spec], naming: Naming = DEFAULT_NAMING)
     return list(dict.fromkeys(keys))
 
 
+def freshness_of(pool: str, specs: list[Spec]) -> Freshness | None:
+    """Raw pool `pool`'s freshness: the strictest of the specs that read it."""
+    return strictest(spec.freshness for spec in specs if pool in spec.raw_pools())
+
+
 def build_zync_definitions(
     specs: list[Spec],
     *,
@@ -121,7 +127,10 @@ def build_zync_definitions(
     external: list[AssetSpec] = topic_assets(topics, formats, naming)
     transforming = [spec for spec in specs if spec.transforms]
     materialized: list[AssetsDefinition] = [
-        *(raw_pool_asset(pool, ts, formats, naming) for pool, ts in pools.items()),
+        *(
+            raw_pool_asset(pool, ts, formats, naming, freshness_of(pool, specs))
+            for pool, ts in pools.items()
+        ),
         *(asset for spec in transforming for asset in etl_assets(spec, naming)),
         *(asset for spec in transforming for asset in output_topic_assets(spec, naming)),
         *(asset for spec in specs for asset in table_assets(spec, naming)),

@@ -40,16 +40,19 @@ from zync_assets.core.offsets import (
     Offsets,
     lag,
     offsets_from_json,
+    offsets_from_metadata,
     offsets_to_json,
 )
 from zync_assets.core.settings import KafkaSettings
 from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.lake.lease import pipeline_feeding
+from zync_assets.orchestration.conditions import freshness_policy
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.resources import resource_keys, zync_step
 from zync_assets.orchestration.versions import POOL_KINDS, TOPIC_KINDS, code_version
 from zync_assets.pipeline.status import raw_dead_letters
+from zync_assets.specs.model import Freshness
 
 WATCH_S = 4.0  # how long a sensor evaluation watches for new offsets (of the daemon's 5 s)
 POLL_S = 0.5  # how often it looks meanwhile
@@ -103,7 +106,7 @@ def describe_range(r: OffsetRange) -> str:
 
 def ingest_metadata(result: IngestResult) -> dict[str, Any]:
     return {
-        PROGRESS_KEY: json.dumps(offsets_to_json(result.progress)),
+        PROGRESS_KEY: MetadataValue.json(offsets_to_json(result.progress)),
         "rows_written": result.rows,
         "dead_letters": result.dead_letters,
         "lag": lag(result.progress, result.end_offsets),
@@ -129,7 +132,7 @@ def dead_letter_check(key: AssetKey, name: str, pool: str, count: int) -> AssetC
 
 def raw_pool_asset(
     pool: str, topics: list[str], formats: dict[str, WireFormat] | None = None,
-    naming: Naming = DEFAULT_NAMING,
+    naming: Naming = DEFAULT_NAMING, freshness: Freshness | None = None,
 ):  # fmt: skip
     named = naming.attributes("raw", pool, tags={"zync/stage": "raw"})
     key = named["key"]
@@ -141,6 +144,7 @@ def raw_pool_asset(
         kinds=POOL_KINDS,
         code_version=code_version(topics, [(formats or {}).get(t) for t in topics]),
         required_resource_keys=resource_keys(naming),
+        freshness_policy=freshness_policy(freshness),
         description=f"Raw pool {pool}: every event of {', '.join(topics)}, exactly once.",
     )
     def raw_pool(
@@ -188,7 +192,7 @@ def recorded_progress(context: SensorEvaluationContext, key: AssetKey) -> Offset
     if event is None or event.asset_materialization is None:
         return {}
     entry = event.asset_materialization.metadata.get(PROGRESS_KEY)
-    return offsets_from_json(json.loads(str(entry.value))) if entry is not None else {}
+    return offsets_from_metadata(entry.value) if entry is not None else {}
 
 
 def topic_observations(end: Offsets, naming: Naming = DEFAULT_NAMING) -> list[AssetObservation]:

@@ -1,7 +1,6 @@
 """`staging/<pool>` and `done/<pool>` per spec: one multi-asset, started by raw's new data."""
 
 import datetime as dt
-import json
 from collections.abc import Iterator
 
 from dagster import (
@@ -13,6 +12,7 @@ from dagster import (
     AssetSpec,
     AutomationCondition,
     MaterializeResult,
+    MetadataValue,
     multi_asset,
 )
 from pyspark.sql import SparkSession
@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from zync_assets.core.offsets import offsets_to_json
 from zync_assets.etl.checks import run_checks
 from zync_assets.etl.run import EtlResult, run_etl
+from zync_assets.orchestration.conditions import freshness_policy
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.raw import dead_letter_check
 from zync_assets.orchestration.resources import resource_keys, zync_step
@@ -42,11 +43,11 @@ def done_key(pool: str) -> AssetKey:
 
 def etl_metadata(result: EtlResult) -> dict:
     return {
-        CURSORS_KEY: json.dumps(offsets_to_json(result.cursors)),
+        CURSORS_KEY: MetadataValue.json(offsets_to_json(result.cursors)),
         "run": result.run if result.run is not None else "nothing new",
         "read": result.read,
         "outputs": sum(result.outputs.values()),
-        "outputs_by_topic": json.dumps(result.outputs),
+        "outputs_by_topic": MetadataValue.json(result.outputs),
         "done": result.done,
         "expired": result.expired,
         "unmatched": result.unmatched,
@@ -55,7 +56,7 @@ def etl_metadata(result: EtlResult) -> dict:
         "open_transactions": result.transactions.open,
         "oldest_open_transaction_age_s": pending_age_seconds(result.transactions.oldest_open),
         "expired_transactions": result.transactions.expired,
-        RAW_SEEN_KEY: json.dumps(offsets_to_json(result.raw_seen)),
+        RAW_SEEN_KEY: MetadataValue.json(offsets_to_json(result.raw_seen)),
     }
 
 
@@ -93,6 +94,7 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey], naming: Naming)
                 kinds=POOL_KINDS,
                 code_version=version,
                 automation_condition=eager,
+                freshness_policy=freshness_policy(spec.freshness),
                 description=f"Output records of spec {spec.name} ({spec.path.name}).",
             ),
             AssetSpec(
@@ -101,6 +103,7 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey], naming: Naming)
                 kinds=POOL_KINDS,
                 code_version=version,
                 automation_condition=eager,
+                freshness_policy=freshness_policy(spec.freshness),
                 description=f"Done records: input events of {spec.name} consumed into {pool}.",
             ),
         ],

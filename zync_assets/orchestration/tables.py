@@ -4,7 +4,6 @@
 """
 
 import datetime as dt
-import json
 from typing import Any
 
 from dagster import (
@@ -14,11 +13,12 @@ from dagster import (
     AssetExecutionContext,
     AssetKey,
     MaterializeResult,
+    MetadataValue,
     asset,
 )
 
 from zync_assets.core.offsets import offsets_to_json
-from zync_assets.orchestration.conditions import after_checked_upstream
+from zync_assets.orchestration.conditions import after_checked_upstream, freshness_policy
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.resources import ZyncStep, resource_keys, zync_step
 from zync_assets.orchestration.versions import POOL_KINDS, code_version
@@ -40,7 +40,7 @@ def table_metadata(result: TableResult) -> dict[str, Any]:
         "upserts": result.upserts,
         "deletes": result.deletes,
         "ignored": result.ignored,
-        "cursors": json.dumps(offsets_to_json(result.cursors)),
+        "cursors": MetadataValue.json(offsets_to_json(result.cursors)),
     }
 
 
@@ -84,6 +84,7 @@ def _table_asset(spec: Spec, table: TableDef, naming: Naming):
         kinds=POOL_KINDS,
         code_version=code_version(table),
         automation_condition=after_checked_upstream(),
+        freshness_policy=freshness_policy(spec.freshness),
         description=f"Lake table {table.name}: {kind} of topic {table.source}, keys "
         f"{', '.join(table.keys)} ({spec.path.name}).",
         # A run that carries a change to the output topic too sends it first: the

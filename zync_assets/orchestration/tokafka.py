@@ -7,7 +7,6 @@ its topics are one multi-asset, materialized together.
 (No `from __future__ import annotations`: Dagster reads the asset functions' type hints.)
 """
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,18 +14,24 @@ from dagster import (
     AssetExecutionContext,
     AssetSpec,
     MaterializeResult,
+    MetadataValue,
     asset,
     multi_asset,
 )
 
 from zync_assets.etl.state import read_state
 from zync_assets.lake.pools import pool_path
-from zync_assets.orchestration.conditions import after_checked_upstream
+from zync_assets.orchestration.conditions import after_checked_upstream, freshness_policy
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.resources import resource_keys, zync_step
 from zync_assets.orchestration.versions import TOPIC_KINDS, code_version
 from zync_assets.specs.model import Route, Spec
 from zync_assets.tokafka.sync import SyncResult, sync_pool
+
+
+def _by_partition(marks: dict[int, int]) -> dict[str, int]:
+    """JSON's keys are text: the partitions as Dagster stores them, whatever the store."""
+    return {str(partition): mark for partition, mark in sorted(marks.items())}
 
 
 def sync_metadata(result: SyncResult) -> dict[str, Any]:
@@ -36,9 +41,9 @@ def sync_metadata(result: SyncResult) -> dict[str, Any]:
             f"{result.first_offset}..{result.next_offset - 1}" if result.sent else "none new"
         ),
         "next_staging_offset": result.next_offset,
-        "high_water_mark_before": json.dumps(result.high_water_before),
-        "high_water_mark_after": json.dumps(result.high_water_after),
-        "schema_subjects": json.dumps(result.subjects),
+        "high_water_mark_before": MetadataValue.json(_by_partition(result.high_water_before)),
+        "high_water_mark_after": MetadataValue.json(_by_partition(result.high_water_after)),
+        "schema_subjects": MetadataValue.json(result.subjects),
     }
 
 
@@ -64,7 +69,9 @@ def pools_sent_together(spec: Spec) -> set[str]:
     }
 
 
-def _topic_spec(route: Route, naming: Naming, tags: dict[str, str] | None = None) -> dict[str, Any]:
+def _topic_spec(
+    spec: Spec, route: Route, naming: Naming, tags: dict[str, str] | None = None
+) -> dict[str, Any]:
     wire = "Avro." if route.format.value == "avro" else "Kafka Connect JSON."
     named = naming.attributes("topic", route.topic, output=True, tags=tags)
     return {
@@ -74,6 +81,7 @@ def _topic_spec(route: Route, naming: Naming, tags: dict[str, str] | None = None
         "kinds": TOPIC_KINDS,
         "code_version": code_version(route),
         "automation_condition": after_checked_upstream(),
+        "freshness_policy": freshness_policy(spec.freshness),
         "description": f"Output topic {route.topic}: staging pool {route.pool}'s records, "
         f"exactly once, {wire}",
     }
@@ -81,7 +89,7 @@ def _topic_spec(route: Route, naming: Naming, tags: dict[str, str] | None = None
 
 def _topic_asset(spec: Spec, route: Route, naming: Naming):
     @asset(
-        **_topic_spec(route, naming, tags={"zync/stage": "to-kafka"}),
+        **_topic_spec(spec, route, naming, tags={"zync/stage": "to-kafka"}),
         required_resource_keys=resource_keys(naming),
     )
     def output_topic(context: AssetExecutionContext) -> MaterializeResult:
@@ -99,7 +107,7 @@ def _pool_topics_asset(spec: Spec, pool: str, naming: Naming):
 
     @multi_asset(
         name=naming.definition_name(f"to_kafka_{pool}"),
-        specs=[AssetSpec(**_topic_spec(route, naming)) for route in routes],
+        specs=[AssetSpec(**_topic_spec(spec, route, naming)) for route in routes],
         op_tags={"zync/stage": "to-kafka"},
         description=f"Staging pool {pool}'s output topics, sent together: a source "
         "transaction's records are in one Kafka transaction across them.",

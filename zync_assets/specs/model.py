@@ -18,9 +18,20 @@ from zync_assets.codec.formats import AVRO, WireFormat, wire_format
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.locations import CHECKOUT_ROOT
 from zync_assets.core.names import POOL_NAME
+from zync_assets.core.timeparse import parse_duration
 from zync_assets.specs.reading import SpecYamlError, read_spec_yaml
 from zync_assets.specs.rules import Rule, parse_rules
 from zync_assets.specs.tables import TableDef, parse_tables
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """How fresh the spec's assets must be (its `freshness:` section): Dagster shows an
+    asset FAIL once `fail_s` seconds pass without a new materialization, WARN after
+    `warn_s`. A quiet source counts as late too: set it to the longest quiet you accept."""
+
+    fail_s: float
+    warn_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,7 @@ class Spec:
     transforms: list[Rule] = field(default_factory=list)
     shaper: Path | None = None
     tables: list[TableDef] = field(default_factory=list)
+    freshness: Freshness | None = None
 
     @property
     def name(self) -> str:
@@ -106,7 +118,7 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
     if not isinstance(data, dict):
         raise _fail(path, "", "expected a mapping with inputs, outputs and transforms")
-    unknown = set(data) - {"inputs", "outputs", "transforms", "shaper", "tables"}
+    unknown = set(data) - {"inputs", "outputs", "transforms", "shaper", "tables", "freshness"}
     if unknown:
         names = sorted(str(name) for name in unknown)  # YAML keys may be null or numbers
         raise _fail(path, "", f"unknown section(s) {', '.join(names)}")
@@ -136,7 +148,30 @@ def load_spec(path: str | Path) -> Spec:
                 path, f"tables[{table.name}] source",
                 f"output topic {table.source!r} gets records from transforms: the spec has none",
             )  # fmt: skip
-    return Spec(path, inputs, outputs, transforms, shaper_path, tables)
+    freshness = _freshness(path, data["freshness"]) if "freshness" in data else None
+    return Spec(path, inputs, outputs, transforms, shaper_path, tables, freshness)
+
+
+def _freshness(path: Path, item: object) -> Freshness:
+    """`freshness: 10m`, or `freshness: {fail: 10m, warn: 5m}`."""
+    given = {"fail": item} if isinstance(item, str | int | float) else item
+    if not isinstance(given, dict) or "fail" not in given or set(given) - {"fail", "warn"}:
+        raise _fail(path, "freshness", "expected a duration (10m) or {fail: 10m, warn: 5m}")
+    seconds = {name: _seconds(path, f"freshness.{name}", value) for name, value in given.items()}
+    warn = seconds.get("warn")
+    if warn is not None and warn >= seconds["fail"]:
+        raise _fail(path, "freshness.warn", "must be shorter than freshness.fail")
+    return Freshness(seconds["fail"], warn)
+
+
+def _seconds(path: Path, where: str, value: object) -> float:
+    try:
+        seconds = parse_duration(str(value))
+    except ZyncError as exc:
+        raise _fail(path, where, str(exc)) from exc
+    if seconds <= 0:
+        raise _fail(path, where, "give a duration longer than 0, e.g. 10m")
+    return seconds
 
 
 ROUTE_KEYS = {"topic", "pool", "format", "key-format"}
