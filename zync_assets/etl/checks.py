@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from zync_assets.core.staging_rows import DONE, KIND, OUTPUT, of_kind
 from zync_assets.etl.bounds import above_cursors
 from zync_assets.etl.run import EtlResult
 from zync_assets.lake.pools import pool_path
@@ -43,18 +44,18 @@ def _offsets_by_topic(spark: SparkSession, result: EtlResult) -> list:
     Outputs: this run's (numbered per topic, whatever their partition); done records:
     those above the previous cursors (per input partition), where a second one for an
     event would be."""
-    kind = F.col("kind")
-    this_run = (kind == "output") & (F.col("run") == result.run)
-    new_done = (kind == "done") & above_cursors(result.previous.cursors, list(result.cursors))
+    kind = F.col(KIND)
+    this_run = of_kind(OUTPUT) & (F.col("run") == result.run)
+    new_done = of_kind(DONE) & above_cursors(result.previous.cursors, list(result.cursors))
     per_offset = (
         spark.read.format("delta").load(pool_path(result.pool))
         .where(this_run | new_done)
         .groupBy(kind, F.col("kafka.topic").alias("topic"),
-                 F.when(kind == "done", F.col("kafka.partition")).alias("partition"),
+                 F.when(of_kind(DONE), F.col("kafka.partition")).alias("partition"),
                  F.col("kafka.offset").alias("offset"))
         .agg(F.count("*").alias("copies"))
     )  # fmt: skip
-    return per_offset.groupBy("kind", "topic").agg(
+    return per_offset.groupBy(KIND, "topic").agg(
         F.sum("copies").alias("n"), F.count("*").alias("distinct"),
         F.min("offset").alias("low"), F.max("offset").alias("high"),
         F.sum(F.when(F.col("copies") > 1, 1).otherwise(0)).alias("duplicated"),

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import WindowSpec
 
 from zync_assets.core.events import event_columns
+from zync_assets.core.staging_rows import DONE, of_kind
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import GATED, GROUP_SCOPE, TXN, member_of
 from zync_assets.etl.open_txns import open_transactions
@@ -38,7 +39,7 @@ def copy_expired(
     expired = (
         spark.read.format("delta")
         .load(pool_path(pool))
-        .where("kind = 'done' AND status = 'expired' AND run = " + str(run))
+        .where(of_kind(DONE) & (F.col("status") == "expired") & (F.col("run") == run))
         .select(*event_columns(), F.coalesce("rule", F.lit(0)).alias("__rule"))
     )
     members = expired.withColumn(TXN, member_of(rules))

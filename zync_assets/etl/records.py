@@ -7,6 +7,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from zync_assets.core.events import event_struct
+from zync_assets.core.staging_rows import DONE, KIND, OUTPUT
 from zync_assets.core.variants import as_variant
 from zync_assets.etl import classify as cl
 from zync_assets.etl.compile import CompiledRule, select_outputs
@@ -77,7 +78,7 @@ def _number(outputs: DataFrame, run: int, next_offsets: dict[str, int], whole: b
     offset = output_offset(next_offsets)
     transaction = [F.col(TXN).alias("txn")] if whole else []
     return outputs.select(
-        F.lit("output").alias("kind"),
+        F.lit(OUTPUT).alias(KIND),
         F.struct(
             F.col("__topic").alias("topic"),
             F.lit(0).alias("partition"),
@@ -105,7 +106,7 @@ def done_records(classified: DataFrame, run: int) -> DataFrame:
         status = F.when(F.col("__status") == name, F.lit(label)).otherwise(status)
     expired = F.col("__status") == "expired"  # an expired event keeps its payload for the DLQ
     return consumed.select(
-        F.lit("done").alias("kind"),
+        F.lit(DONE).alias(KIND),
         "kafka",
         F.when(expired, F.col("key")).alias("key"),
         F.when(expired, F.col("value")).alias("value"),

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from zync_assets.core.events import event_columns
 from zync_assets.core.offsets import Offsets
+from zync_assets.core.staging_rows import DONE, of_kind
 from zync_assets.etl import classify as cl
 from zync_assets.etl.bounds import above_cursors, below_ends
 from zync_assets.etl.compile import CompiledRule
@@ -135,7 +136,7 @@ def snapshot(
         done = (
             spark.read.format("delta")
             .load(path)
-            .where((F.col("kind") == "done") & above_cursors(state.cursors, topics))
+            .where(of_kind(DONE) & above_cursors(state.cursors, topics))
             .select(*cl.coords())
         )
         candidates = candidates.select("*", *cl.coords()).join(

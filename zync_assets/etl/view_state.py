@@ -18,10 +18,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from zync_assets.core.staging_rows import KIND, VIEW, of_kind
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.spark.session import pinned, unpin
-
-VIEW_KIND = "view"  # the staging pool's `kind` of a view's row versions
 
 
 def row_id(key: str = "key") -> Column:
@@ -31,7 +30,7 @@ def row_id(key: str = "key") -> Column:
 
 def committed_versions(staging: DataFrame, rule: CompiledRule) -> DataFrame:
     """Every committed version of the view's input rows, with `__topic` and `__id`."""
-    mine = staging.where((F.col("kind") == VIEW_KIND) & (F.col("status") == rule.rule.out))
+    mine = staging.where(of_kind(VIEW) & (F.col("status") == rule.rule.out))
     return mine.withColumn("__topic", F.col("kafka.topic")).withColumn("__id", row_id())
 
 
@@ -47,7 +46,7 @@ def newest(versions: DataFrame, ids: DataFrame | None = None) -> DataFrame:
 def superseded_versions(staging: DataFrame) -> DataFrame:
     """Every view's row versions that a newer version of the same row replaced: `status`
     (the view), `run` and the event's `__topic`, `__partition`, `__offset`."""
-    versions = staging.where(F.col("kind") == VIEW_KIND).select(
+    versions = staging.where(of_kind(VIEW)).select(
         "status", "run", "kafka", F.col("kafka.topic").alias("__topic"), row_id().alias("__id")
     )
     return (
@@ -79,7 +78,7 @@ def prune_superseded(spark: SparkSession, path: str) -> int:
         if count:
             spark.sql(
                 f"MERGE INTO delta.`{path}` AS t USING {{gone}} AS s "
-                f"ON t.kind = '{VIEW_KIND}' AND t.status = s.status AND t.run = s.run "
+                f"ON t.{KIND} = '{VIEW}' AND t.status = s.status AND t.run = s.run "
                 "AND t.kafka.topic = s.__topic AND t.kafka.partition = s.__partition "
                 "AND t.kafka.offset = s.__offset WHEN MATCHED THEN DELETE",
                 gone=gone,

@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 
 from zync_assets.core.debezium import is_unavailable
 from zync_assets.core.errors import ZyncError
+from zync_assets.core.staging_rows import KIND, OUTPUT, VIEW, of_kind
 from zync_assets.etl.classify import COORDS, WAITING_STATES, coords, position
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import TXN, TXN_POS
@@ -40,7 +41,7 @@ from zync_assets.etl.records import SOURCE_TYPE
 from zync_assets.etl.view_joins import JoinGraph, join_graph
 from zync_assets.etl.view_reach import Inputs, reached_rows
 from zync_assets.etl.view_sql import empty_rows, view_sql
-from zync_assets.etl.view_state import VIEW_KIND, committed_versions, newest, row_id
+from zync_assets.etl.view_state import committed_versions, newest, row_id
 from zync_assets.lake.pools import pool_exists
 from zync_assets.spark.session import pinned, union_all, unpin
 
@@ -291,7 +292,7 @@ def _dropped(held: DataFrame, rebuilt: DataFrame, rule: CompiledRule, run: int) 
         "left_anti",
     )  # fmt: skip
     return gone.select(
-        F.lit(VIEW_KIND).alias("kind"), "kafka", "key", F.lit(None).cast("variant").alias("value"),
+        F.lit(VIEW).alias(KIND), "kafka", "key", F.lit(None).cast("variant").alias("value"),
         F.lit(rule.rule.out).alias("status"), F.lit(rule.number).cast("int").alias("rule"),
         F.lit(run).cast("long").alias("run"), F.lit(None).cast(SOURCE_TYPE).alias("source"),
     )  # fmt: skip
@@ -333,7 +334,7 @@ def _versions(
         )
         versions = versions.unionByName(gone)
     return versions.select(
-        F.lit(VIEW_KIND).alias("kind"),
+        F.lit(VIEW).alias(KIND),
         "kafka",
         "key",
         "value",
@@ -451,7 +452,7 @@ def _last_sent(
     tombstone; `keys` (`__key`): of those keys only, looked up first."""
     if previous is None:
         return None
-    mine = previous.where((F.col("kind") == "output") & (F.col("kafka.topic") == rule.rule.out))
+    mine = previous.where(of_kind(OUTPUT) & (F.col("kafka.topic") == rule.rule.out))
     mine = mine.select(
         "key", "value", row_id().alias("__key"), F.col("kafka.offset").alias("__offset")
     )

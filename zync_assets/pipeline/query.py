@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.core.errors import ZyncError
+from zync_assets.core.staging_rows import KIND
 from zync_assets.etl.expired import EXPIRED_SCHEMA
 from zync_assets.ingest.dead_letters import DEAD_LETTER_SCHEMA
 from zync_assets.lake.pools import (
@@ -64,7 +65,7 @@ def _empty_dead_letters(spark: SparkSession, pools: list[str], views: dict[str, 
         if pool.endswith(DEAD_LETTER_SUFFIX) or name in views:
             continue
         columns = spark.read.format("delta").load(pool_path(pool)).columns
-        schema = EXPIRED_SCHEMA if "kind" in columns else DEAD_LETTER_SCHEMA
+        schema = EXPIRED_SCHEMA if KIND in columns else DEAD_LETTER_SCHEMA
         spark.createDataFrame([], schema).createOrReplaceTempView(f"`{name}`")
         made.append(name)
     return made

@@ -22,6 +22,7 @@ from pyspark.sql.types import BooleanType, MapType, StructType, VariantType
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.events import RAW_SCHEMA, event_columns
 from zync_assets.core.offsets import Offsets
+from zync_assets.core.staging_rows import OUTPUT, of_kind
 from zync_assets.etl.bounds import above_cursors, below_ends
 from zync_assets.lake.pools import pool_path
 from zync_assets.specs.model import Spec
@@ -117,7 +118,7 @@ def new_rows(spark: SparkSession, spec: Spec, table: TableDef, cursors: Offsets)
     if ends is None:
         return None
     path = pool_path(table.source_pool)
-    kind = F.col("kind") == "output" if table.from_staging else F.col("dead_letter").isNull()
+    kind = of_kind(OUTPUT) if table.from_staging else F.col("dead_letter").isNull()
     rows = (
         spark.read.format("delta")
         .load(path)

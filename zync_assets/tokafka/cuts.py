@@ -21,6 +21,8 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from zync_assets.core.staging_rows import OUTPUT, of_kind
+
 Piece = tuple[str, str, int, int]  # txn, topic, first offset, last offset
 
 
@@ -77,7 +79,7 @@ def transaction_cuts(staging: DataFrame, positions: Mapping[str, int], size: int
     unsent = F.lit(False)
     for topic, at in positions.items():
         unsent = unsent | ((F.col("kafka.topic") == topic) & (F.col("kafka.offset") >= at))
-    outputs = staging.where((F.col("kind") == "output") & unsent)
+    outputs = staging.where(of_kind(OUTPUT) & unsent)
     # "run <n>": a run's label is never a source transaction's (which would merge them)
     run_label = F.concat(F.lit(RUN), F.col("run").cast("string"))
     runs = _columns(_pieces(outputs, run_label)) if "run" in staging.columns else {}

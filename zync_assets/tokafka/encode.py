@@ -22,6 +22,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from zync_assets.core.staging_rows import OUTPUT, of_kind
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.pools import require_pool
 from zync_assets.tokafka import shapes
@@ -77,7 +78,7 @@ def staging_of(spark: SparkSession, pool: str) -> DataFrame:
 
 
 def output_topics(spark: SparkSession, pool: str) -> list[str]:
-    outputs = staging_of(spark, pool).where("kind = 'output'")
+    outputs = staging_of(spark, pool).where(of_kind(OUTPUT))
     return sorted(r.topic for r in outputs.select("kafka.topic").distinct().collect())
 
 
@@ -86,7 +87,7 @@ def outputs_from(spark: SparkSession, pool: str, topic: str, start: int) -> Data
     (VARIANTs; a tombstone's value is null)."""
     return (
         staging_of(spark, pool)
-        .where((F.col("kind") == "output") & (F.col("kafka.topic") == topic))
+        .where(of_kind(OUTPUT) & (F.col("kafka.topic") == topic))
         .where(F.col("kafka.offset") >= start)
         .select(F.col("kafka.offset").alias("offset"), "key", "value")
     )

@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.core.settings import KafkaSettings
+from zync_assets.core.staging_rows import OUTPUT, of_kind
 from zync_assets.kafka.offsets import PartitionOffsets, watermarks
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.pools import pool_version
@@ -91,7 +92,7 @@ def sync_together(
     if version is not None:
         reader = reader.option("versionAsOf", version)
     staging = reader.load(path)
-    staged = staging.where("kind = 'output'").select("kafka.topic").distinct().collect()
+    staged = staging.where(of_kind(OUTPUT)).select("kafka.topic").distinct().collect()
     chosen = sorted({*topics, *(r.topic for r in staged)})
     for topic in chosen:
         ensure_topic(kafka, topic, partitions)
@@ -131,7 +132,7 @@ def _lane(
     position = topic_position(kafka, topic, pool, before)
     start = position.next_offset
     outputs = (
-        staging.where((F.col("kind") == "output") & (F.col("kafka.topic") == topic))
+        staging.where(of_kind(OUTPUT) & (F.col("kafka.topic") == topic))
         .where(F.col("kafka.offset") >= max(start - 1, 0))
         .select(F.col("kafka.offset").alias("offset"), "key", "value")
     )
