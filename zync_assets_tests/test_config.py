@@ -112,3 +112,11 @@ def test_resources_carry_a_given_configuration_with_its_secrets_by_name(
     ).config()  # fmt: skip
     assert made.lake.location == "/data/east" and made.spark_master == "sc://s:1"
     assert made.kafka.bootstrap_servers == "broker:9093" and made.kafka.sasl_username == "user"
+
+
+def test_a_bad_discovery_interval_is_one_line_naming_the_variable(workdir: Path) -> None:
+    assert ZyncConfig.from_env({"ZYNC_DISCOVERY_INTERVAL": "1m"}).discovery_interval_s == 60
+    for text, says in (("soon", "ZYNC_DISCOVERY_INTERVAL: bad duration"),
+                       ("100ms", "give at least 1s")):  # fmt: skip
+        with pytest.raises(ZyncError, match=says):
+            ZyncConfig.from_env({"ZYNC_DISCOVERY_INTERVAL": text})

@@ -18,6 +18,7 @@ from zync_assets.core.errors import ZyncError
 from zync_assets.core.locations import state_dir
 from zync_assets.core.timeparse import parse_duration
 from zync_assets.etl.run import EtlResult
+from zync_assets.ingest.discovery import Changes
 from zync_assets.ingest.ingest import IngestResult
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
@@ -55,6 +56,10 @@ class PrintedReport:
 
     def conflicted(self, stage: str, message: str) -> None:
         click.echo(f"zync: {stage}: {message}; continuing from the new state", err=True)
+
+    def discovered(self, changes: Changes) -> None:
+        for line in changes.lines():
+            click.echo(line)
 
     def failed(self, what: str, message: str) -> None:
         click.echo(
@@ -107,7 +112,7 @@ def run(
     One pass (or, with --follow, pass after pass) on one Spark session. Ctrl-C or
     SIGTERM finishes the current commit and exits 0."""
     loaded = [load_spec(path) for path in specs]
-    if not any(spec.inputs for spec in loaded):
+    if not any(spec.raw_pools() for spec in loaded):
         raise ZyncError("nothing to run: the specs have no inputs")
     pause, idle = parse_duration(interval), parse_duration(exit_after) if exit_after else None
     shaper = spec_shaper(None, specs)
@@ -211,7 +216,7 @@ def report_timing(result: PassResult, lane: str = "") -> None:
 
 
 def _pools(specs: list[Spec]) -> set[str]:
-    return {r.pool for spec in specs for r in spec.inputs + spec.outputs}
+    return {pool for spec in specs for pool in [*spec.raw_pools(), *spec.staging_pools()]}
 
 
 def _dagster_home(to_dagster: bool | None) -> Path | None:

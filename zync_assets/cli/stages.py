@@ -12,7 +12,9 @@ import click
 from zync_assets.codec.formats import KEY_FORMATS, VALUE_FORMATS, WireFormat, wire_format
 from zync_assets.core.config import current
 from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import KafkaSettings
 from zync_assets.core.timeparse import parse_duration
+from zync_assets.ingest.discovery import topics_now
 from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
@@ -20,24 +22,30 @@ from zync_assets.pipeline.follow import follow
 from zync_assets.specs.model import Spec, load_spec
 
 
-def _routes(topic: str | None, pool: str | None, specs: tuple[str, ...]) -> dict[str, list[str]]:
+def _routes(
+    topic: str | None, pool: str | None, specs: list[Spec], kafka: KafkaSettings
+) -> dict[str, list[str]]:
+    """raw pool -> its topics now: --topic's, the specs' (patterns: as Kafka has them)."""
     if bool(topic) != bool(pool):
         raise ZyncError("give both --topic and --pool, or spec files")
     pools: dict[str, list[str]] = {pool: [topic]} if topic and pool else {}
-    for path in specs:
-        for name, topics in load_spec(path).raw_pools().items():
-            pools.setdefault(name, [])
-            pools[name] += [t for t in topics if t not in pools[name]]
+    for name, topics in topics_now(specs, kafka).items():
+        pools.setdefault(name, [])
+        pools[name] += [t for t in topics if t not in pools[name]]
     if not pools:
         raise ZyncError("nothing to ingest: give --topic and --pool, or spec files with inputs")
     return pools
 
 
-def _formats(topic: str | None, wire: WireFormat, specs: tuple[str, ...]) -> dict[str, WireFormat]:
-    """Each topic's wire format: the specs' routes, and --format/--key-format for --topic."""
+def _formats(
+    topic: str | None, wire: WireFormat, specs: list[Spec], pools: dict[str, list[str]]
+) -> dict[str, WireFormat]:
+    """Each topic's wire format: the specs' routes and patterns, and --format/--key-format
+    for --topic."""
+    every = [t for topics in pools.values() for t in topics]
     formats: dict[str, WireFormat] = {}
-    for path in specs:
-        formats |= load_spec(path).formats()
+    for spec in specs:
+        formats |= spec.formats(every)
     if topic:
         formats[topic] = wire
     return formats
@@ -111,10 +119,11 @@ def from_kafka(
 
     Each spec route says its topic's formats (`format`, `key-format`); --format and
     --key-format say --topic's."""
-    routes = _routes(topic, pool, specs)
-    formats = _formats(topic, wire_format(value_format, key_format), specs)
-    the_shaper = spec_shaper(shaper, specs)
+    loaded = [load_spec(path) for path in specs]
+    wire = wire_format(value_format, key_format)
     kafka, registry = current().kafka, Registry(current().registry)
+    _routes(topic, pool, loaded, kafka)  # bad options fail before Spark starts
+    the_shaper = spec_shaper(shaper, specs)
     from zync_assets.spark.session import spark_session
 
     started = time.monotonic()
@@ -122,6 +131,8 @@ def from_kafka(
     click.echo(f"spark ready ({time.monotonic() - started:.1f}s)", err=True)
 
     def run_once() -> list[IngestResult]:
+        routes = _routes(topic, pool, loaded, kafka)  # a topic a pattern takes since: now too
+        formats = _formats(topic, wire, loaded, routes)
         return [
             ingest(
                 spark,

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from zync_assets.core.config import current
 from zync_assets.core.errors import ZyncError
+from zync_assets.ingest.discovery import topics_now
 from zync_assets.lake.pools import lake_dir, pool_path
 from zync_assets.pipeline.failures import Failure
 from zync_assets.pipeline.status import (
@@ -27,7 +28,7 @@ from zync_assets.pipeline.status import (
     staging_status,
     table_status,
 )
-from zync_assets.specs.model import Spec, all_raw_pools, find_specs, load_spec, project_spec_folder
+from zync_assets.specs.model import Spec, find_specs, load_spec, project_spec_folder
 
 if TYPE_CHECKING:  # status starts Spark only when the pools' records cannot answer
     from pyspark.sql import SparkSession
@@ -248,7 +249,8 @@ def _read_statuses(loaded: list[Spec]) -> tuple[list[RawStatus], list[StagingSta
             progress.update(reading)
             return session
 
-        raws = [raw_status(spark, settings, p, ts) for p, ts in all_raw_pools(loaded).items()]
+        pools = topics_now(loaded, settings)
+        raws = [raw_status(spark, settings, p, ts) for p, ts in pools.items()]
         stagings = [
             staging_status(spark, settings, spec, pool)
             for spec in loaded

@@ -25,6 +25,7 @@ from zync_assets.core.errors import ZyncError
 from zync_assets.core.settings import (
     KafkaSettings,
     RegistrySettings,
+    discovery_interval_seconds,
     kafka_settings,
     outage_retry_seconds,
     registry_settings,
@@ -68,6 +69,8 @@ class ZyncConfig:
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     sensor_interval_s: int = 1  # how often Dagster's sensors read the end offsets
     outage_retry_s: float = 300.0  # how long a continuous command rides out an outage
+    # How often a running pipeline asks Kafka for new topics its patterns take.
+    discovery_interval_s: float = 10.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ZyncConfig:
@@ -88,6 +91,7 @@ class ZyncConfig:
             spark_master=spark_master(env),
             sensor_interval_s=sensor_interval_seconds(env),
             outage_retry_s=outage_retry_seconds(env),
+            discovery_interval_s=discovery_interval_seconds(env),
         )
 
     def with_lake(self, location: str) -> ZyncConfig:

@@ -195,16 +195,16 @@ def sensor_interval_seconds(env: Mapping[str, str] | None = None) -> int:
 
     The Kafka sensors read only end offsets, so a short interval is cheap.
     """
-    from zync_assets.core.timeparse import parse_duration
+    return int(_duration(env, "ZYNC_SENSOR_INTERVAL", DEFAULT_SENSOR_INTERVAL, minimum=1))
 
-    text = (os.environ if env is None else env).get("ZYNC_SENSOR_INTERVAL", DEFAULT_SENSOR_INTERVAL)
-    try:
-        seconds = parse_duration(text)
-    except ZyncError as exc:
-        raise ZyncError(f"ZYNC_SENSOR_INTERVAL: {exc}") from exc
-    if seconds < 1:
-        raise ZyncError(f"ZYNC_SENSOR_INTERVAL is {text!r}: give at least 1s")
-    return int(seconds)
+
+DEFAULT_DISCOVERY_INTERVAL = "10s"
+
+
+def discovery_interval_seconds(env: Mapping[str, str] | None = None) -> float:
+    """How often a running pipeline asks Kafka for topics its specs' patterns take
+    (`ZYNC_DISCOVERY_INTERVAL`, e.g. 10s, 1m): a new table's topic is ingested within it."""
+    return _duration(env, "ZYNC_DISCOVERY_INTERVAL", DEFAULT_DISCOVERY_INTERVAL, minimum=1)
 
 
 DEFAULT_OUTAGE_RETRY = "5m"
@@ -213,13 +213,23 @@ DEFAULT_OUTAGE_RETRY = "5m"
 def outage_retry_seconds(env: Mapping[str, str] | None = None) -> float:
     """How long a continuous command keeps retrying an unavailable Kafka or registry
     (`ZYNC_OUTAGE_RETRY`, e.g. 30s, 10m; 0 fails at once)."""
+    return _duration(env, "ZYNC_OUTAGE_RETRY", DEFAULT_OUTAGE_RETRY)
+
+
+def _duration(
+    env: Mapping[str, str] | None, name: str, default: str, minimum: float = 0.0
+) -> float:
+    """The duration variable `name` in seconds; a bad one names the variable."""
     from zync_assets.core.timeparse import parse_duration
 
-    text = (os.environ if env is None else env).get("ZYNC_OUTAGE_RETRY", DEFAULT_OUTAGE_RETRY)
+    text = (os.environ if env is None else env).get(name, default)
     try:
-        return parse_duration(text)
+        seconds = parse_duration(text)
     except ZyncError as exc:
-        raise ZyncError(f"ZYNC_OUTAGE_RETRY: {exc}") from exc
+        raise ZyncError(f"{name}: {exc}") from exc
+    if seconds < minimum:
+        raise ZyncError(f"{name} is {text!r}: give at least {minimum:g}s")
+    return seconds
 
 
 def spark_master(env: Mapping[str, str] | None = None) -> str:

@@ -32,15 +32,21 @@ from dagster import (
 
 from zync_assets.core.config import ZyncConfig
 from zync_assets.core.errors import ZyncError
+from zync_assets.ingest.discovery import pool_inputs
 from zync_assets.orchestration.conditions import strictest
 from zync_assets.orchestration.maintenance import maintenance_job, maintenance_schedule
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming, ZyncTranslator
-from zync_assets.orchestration.raw import raw_pool_asset, raw_pool_sensor, topic_assets
+from zync_assets.orchestration.raw import (
+    pattern_assets,
+    raw_pool_asset,
+    raw_pool_sensor,
+    topic_assets,
+)
 from zync_assets.orchestration.resources import zync_resources
 from zync_assets.orchestration.staging import etl_assets
 from zync_assets.orchestration.tables import table_assets
 from zync_assets.orchestration.tokafka import output_topic_assets
-from zync_assets.specs.model import Freshness, Spec, all_raw_pools
+from zync_assets.specs.model import Freshness, Spec
 
 AUTOMATION_SENSOR = "zync_automation"
 
@@ -117,19 +123,23 @@ def build_zync_definitions(
     _check_owners(specs)
     prefix = (key_prefix,) if isinstance(key_prefix, str) else tuple(key_prefix or ())
     naming = Naming(translator or ZyncTranslator(), prefix)
-    pools = all_raw_pools(specs)
+    pools = pool_inputs(specs)
     formats = {topic: wire for spec in specs for topic, wire in spec.formats().items()}
     interval = sensor_interval_s or (config or ZyncConfig.from_env()).sensor_interval_s
-    topics = sorted({t for ts in pools.values() for t in ts})
+    topics = sorted({t for inputs in pools.values() for t in inputs.named})
+    patterns = [p for inputs in pools.values() for p in inputs.patterns]
     staging = sorted({r.pool for spec in specs if spec.transforms for r in spec.outputs})
     kept = [*pools, *staging]
     upkeep = maintenance_job(kept, naming)
-    external: list[AssetSpec] = topic_assets(topics, formats, naming)
+    external: list[AssetSpec] = [
+        *topic_assets(topics, formats, naming),
+        *pattern_assets(patterns, naming),
+    ]
     transforming = [spec for spec in specs if spec.transforms]
     materialized: list[AssetsDefinition] = [
         *(
-            raw_pool_asset(pool, ts, formats, naming, freshness_of(pool, specs))
-            for pool, ts in pools.items()
+            raw_pool_asset(pool, inputs, formats, naming, freshness_of(pool, specs))
+            for pool, inputs in pools.items()
         ),
         *(asset for spec in transforming for asset in etl_assets(spec, naming)),
         *(asset for spec in transforming for asset in output_topic_assets(spec, naming)),
@@ -139,8 +149,8 @@ def build_zync_definitions(
         assets=[*external, *materialized],
         sensors=[
             *(
-                raw_pool_sensor(pool, ts, interval, downstream_of(pool, specs, naming), naming)
-                for pool, ts in pools.items()
+                raw_pool_sensor(pool, inputs, interval, downstream_of(pool, specs, naming), naming)
+                for pool, inputs in pools.items()
             ),
             automation_sensor(interval, materialized, naming),
         ],

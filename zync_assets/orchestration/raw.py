@@ -44,6 +44,7 @@ from zync_assets.core.offsets import (
     offsets_to_json,
 )
 from zync_assets.core.settings import KafkaSettings
+from zync_assets.ingest.discovery import PoolInputs
 from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.kafka.offsets import high_marks, watermarks
 from zync_assets.lake.lease import pipeline_feeding
@@ -53,6 +54,7 @@ from zync_assets.orchestration.resources import resource_keys, zync_step
 from zync_assets.orchestration.versions import POOL_KINDS, TOPIC_KINDS, code_version
 from zync_assets.pipeline.status import raw_dead_letters
 from zync_assets.specs.model import Freshness
+from zync_assets.specs.patterns import TopicPattern
 
 WATCH_S = 4.0  # how long a sensor evaluation watches for new offsets (of the daemon's 5 s)
 POLL_S = 0.5  # how often it looks meanwhile
@@ -94,6 +96,35 @@ def topic_assets(
     ]
 
 
+def pattern_assets(
+    patterns: list[TopicPattern], naming: Naming = DEFAULT_NAMING
+) -> list[AssetSpec]:
+    """One asset per input pattern (`kafka/<pattern>`): the topics it takes, new ones
+    included, without a definition each; their high-water marks are its observations."""
+
+    def described(pattern: TopicPattern) -> str:
+        but = f", except {', '.join(pattern.exclude)}" if pattern.exclude else ""
+        return (
+            f"Every Kafka topic whose name matches {pattern.pattern}{but}, now or later "
+            f"({_FORMAT_NAMES[pattern.format.value]}): read into raw/{pattern.pool}."
+        )
+
+    return [
+        AssetSpec(
+            **naming.attributes("topic", p.pattern), description=described(p), kinds=TOPIC_KINDS
+        )
+        for p in patterns
+    ]
+
+
+def input_key(topic: str, inputs: PoolInputs, naming: Naming = DEFAULT_NAMING) -> AssetKey:
+    """The asset a raw pool's input topic is shown as: its own, or its pattern's."""
+    if topic in inputs.named:
+        return naming.key("topic", topic)
+    taken = next((p for p in inputs.patterns if p.matches(topic)), None)
+    return naming.key("topic", taken.pattern if taken is not None else topic)
+
+
 class IngestConfig(Config):
     """End offsets to ingest up to, as JSON {topic: {partition: offset}}; empty = current end."""
 
@@ -131,21 +162,26 @@ def dead_letter_check(key: AssetKey, name: str, pool: str, count: int) -> AssetC
 
 
 def raw_pool_asset(
-    pool: str, topics: list[str], formats: dict[str, WireFormat] | None = None,
+    pool: str, inputs: PoolInputs, formats: dict[str, WireFormat] | None = None,
     naming: Naming = DEFAULT_NAMING, freshness: Freshness | None = None,
 ):  # fmt: skip
     named = naming.attributes("raw", pool, tags={"zync/stage": "raw"})
     key = named["key"]
+    sources = [*inputs.named, *(p.pattern for p in inputs.patterns)]
 
     @asset(
         **named,
         check_specs=[AssetCheckSpec("no_dead_letters", asset=key)],
-        deps=[naming.key("topic", t) for t in topics],
+        deps=[naming.key("topic", source) for source in sources],
         kinds=POOL_KINDS,
-        code_version=code_version(topics, [(formats or {}).get(t) for t in topics]),
+        code_version=code_version(  # as before patterns for a pool without them
+            list(inputs.named),
+            [(formats or {}).get(t) for t in inputs.named],
+            *([list(inputs.patterns)] if inputs.patterns else []),
+        ),
         required_resource_keys=resource_keys(naming),
         freshness_policy=freshness_policy(freshness),
-        description=f"Raw pool {pool}: every event of {', '.join(topics)}, exactly once.",
+        description=f"Raw pool {pool}: every event of {', '.join(sources)}, exactly once.",
     )
     def raw_pool(
         context: AssetExecutionContext,
@@ -154,9 +190,12 @@ def raw_pool_asset(
         end = offsets_from_json(json.loads(config.end_offsets)) if config.end_offsets else None
         with zync_step(context, naming) as step:
             session = step.session()
+            # A pattern's topics as Kafka has them now, and those the sensor saw.
+            topics = [*inputs.topics_now(step.config.kafka)]
+            topics += [t for t in sorted(end or {}) if t not in topics]
             result = ingest(
                 session, pool, topics, step.config.kafka, step.registry(), end,
-                missing_ok=True, formats=formats,
+                missing_ok=True, formats=inputs.formats(topics, formats or {}),
             )  # fmt: skip
             if result.run is None:
                 context.log.info(
@@ -195,20 +234,33 @@ def recorded_progress(context: SensorEvaluationContext, key: AssetKey) -> Offset
     return offsets_from_metadata(entry.value) if entry is not None else {}
 
 
-def topic_observations(end: Offsets, naming: Naming = DEFAULT_NAMING) -> list[AssetObservation]:
+def topic_observations(
+    end: Offsets, naming: Naming = DEFAULT_NAMING, inputs: PoolInputs | None = None
+) -> list[AssetObservation]:
     """Each input topic's high-water marks, observed when its sensor sees new offsets: the
     marks are `kafka/<topic>`'s data version, so Dagster shows `raw/<pool>` behind its
-    topic until the run the sensor starts has ingested them."""
-    return [
-        AssetObservation(
-            naming.key("topic", topic),
-            metadata={
-                "high_water_marks": MetadataValue.json({str(p): o for p, o in parts.items()})
-            },
-            tags={DATA_VERSION_TAG: ",".join(f"{p}:{o}" for p, o in sorted(parts.items()))},
-        )
-        for topic, parts in sorted(end.items())
-    ]
+    topic until the run the sensor starts has ingested them. A pattern's topics are
+    observed together, as its asset's: `{topic: {partition: mark}}`."""
+    by_key: dict[AssetKey, dict[str, dict[int, int]]] = {}
+    for topic, parts in sorted(end.items()):
+        key = input_key(topic, inputs, naming) if inputs else naming.key("topic", topic)
+        by_key.setdefault(key, {})[topic] = parts
+    observations = []
+    for key, topics in by_key.items():
+        if len(topics) == 1 and key == naming.key("topic", next(iter(topics))):
+            (parts,) = topics.values()
+            marks: dict = {str(p): o for p, o in parts.items()}
+            version = ",".join(f"{p}:{o}" for p, o in sorted(parts.items()))
+        else:
+            marks = offsets_to_json(topics)
+            version = ",".join(
+                f"{t}[{p}]:{o}" for t, ps in topics.items() for p, o in sorted(ps.items())
+            )
+        observations.append(AssetObservation(
+            key, metadata={"high_water_marks": MetadataValue.json(marks)},
+            tags={DATA_VERSION_TAG: version},
+        ))  # fmt: skip
+    return observations
 
 
 def new_data(progress: Offsets, end: Offsets) -> bool:
@@ -247,8 +299,8 @@ def ingest_run_config(key: AssetKey, end_offsets: str) -> dict[str, Any]:
 
 
 def raw_pool_sensor(
-    pool: str, topics: list[str], minimum_interval_seconds: int, carries: Sequence[AssetKey] = (),
-    naming: Naming = DEFAULT_NAMING,
+    pool: str, inputs: PoolInputs, minimum_interval_seconds: int,
+    carries: Sequence[AssetKey] = (), naming: Naming = DEFAULT_NAMING,
 ):  # fmt: skip
     """`carries`: the assets downstream of the pool that its runs materialize too (staging,
     done, output topics): one run carries a change from Kafka to the output topic, where
@@ -284,12 +336,14 @@ def raw_pool_sensor(
                     "materializations"
                 )
             progress = recorded_progress(context, key)
+            topics = inputs.topics_now(step.config.kafka)  # a new topic a pattern takes too
             end = watch_for_new_data(step.config.kafka, topics, progress)
         if end is None:
             return SkipReason(f"nothing beyond the cursors of pool {pool}")
         observed = json.dumps(offsets_to_json(end))
         context.update_cursor(observed)
         request = RunRequest(run_config=ingest_run_config(key, observed), tags={POOL_TAG: pool})
-        return SensorResult(run_requests=[request], asset_events=topic_observations(end, naming))
+        observed_topics = topic_observations(end, naming, inputs)
+        return SensorResult(run_requests=[request], asset_events=observed_topics)
 
     return kafka_sensor

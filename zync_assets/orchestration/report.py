@@ -25,6 +25,7 @@ from dagster import (
 from pyspark.sql import SparkSession
 
 from zync_assets.etl.run import EtlResult
+from zync_assets.ingest.discovery import Changes
 from zync_assets.ingest.ingest import IngestResult
 from zync_assets.orchestration.raw import raw_pool_materialization
 from zync_assets.orchestration.staging import etl_materializations
@@ -160,6 +161,9 @@ class DagsterReport:
 
     def conflicted(self, stage: str, message: str) -> None:
         self.then.conflicted(stage, message)
+
+    def discovered(self, changes: Changes) -> None:
+        self.then.discovered(changes)
 
     def failed(self, what: str, message: str) -> None:
         self.then.failed(what, message)

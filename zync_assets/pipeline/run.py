@@ -37,11 +37,13 @@ from typing import Protocol, TypeVar
 from pyspark.sql import SparkSession
 
 from zync_assets.codec.formats import WireFormat
+from zync_assets.core.config import current
 from zync_assets.core.errors import ConcurrentWriter, Unavailable
 from zync_assets.core.settings import KafkaSettings
 from zync_assets.etl.compile import CompiledRule, compile_rules
 from zync_assets.etl.run import EtlResult, run_etl
 from zync_assets.etl.state import read_state
+from zync_assets.ingest.discovery import Changes, Discovery
 from zync_assets.ingest.ingest import IngestResult, ingest
 from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
@@ -50,7 +52,7 @@ from zync_assets.pipeline.failures import clear_failure, explain, record_failure
 from zync_assets.pipeline.maintenance import Maintained, Maintenance
 from zync_assets.spark.session import lane_session, sized_work
 from zync_assets.specs.expiry import parse_expiry
-from zync_assets.specs.model import Route, Spec, all_raw_pools
+from zync_assets.specs.model import Route, Spec
 from zync_assets.tables.apply import TableResult, apply_table, compile_tables
 from zync_assets.tables.changes import CompiledTable
 from zync_assets.tokafka.sync import SyncResult, sync_pool
@@ -81,6 +83,9 @@ class PipelineReporter(Protocol):
     def tabled(self, spec: Spec, result: TableResult) -> None: ...
 
     def conflicted(self, stage: str, message: str) -> None: ...
+
+    def discovered(self, changes: Changes) -> None:
+        """Topics a pool's patterns took that they had not, or no longer find."""
 
     def failed(self, what: str, message: str) -> None:
         """`what` (a table, a spec, a pool) failed and stops; the rest goes on."""
@@ -137,6 +142,7 @@ class Pipeline:
     _tables: dict[str, list[CompiledTable]] = field(default_factory=dict)
     _retry_at: dict[str, float] = field(default_factory=dict)  # what failed → when to retry
     _cleared: set[str] = field(default_factory=set)  # failures this pipeline has cleared
+    _discovery: Discovery | None = None
 
     def pass_once(
         self, reporter: PipelineReporter, stop_requested: Callable[[], bool] = lambda: False
@@ -233,10 +239,16 @@ class Pipeline:
             return None
 
     def _ingest(self, reporter: PipelineReporter, result: PassResult) -> bool:
+        if self._discovery is None:
+            self._discovery = Discovery(self.specs, self.kafka, current().discovery_interval_s)
+        pools, changes = self._discovery.pools()
+        if changes.appeared or changes.gone:
+            reporter.discovered(changes)
+        every = [t for topics in pools.values() for t in topics]
         formats: dict[str, WireFormat] = {}
         for spec in self.specs:
-            formats |= spec.formats()
-        for pool, topics in all_raw_pools(self.specs).items():
+            formats |= spec.formats(every)
+        for pool, topics in pools.items():
             done = self._contained(f"pool {pool}", "ingest", reporter, result, partial(
                 ingest, self.spark, pool, topics, self.kafka, self.registry, shaper=self.shaper,
                 max_records=self.max_records, missing_ok=True, formats=formats,

@@ -19,6 +19,7 @@ from zync_assets.core.errors import ZyncError
 from zync_assets.core.locations import CHECKOUT_ROOT
 from zync_assets.core.names import POOL_NAME
 from zync_assets.core.timeparse import parse_duration
+from zync_assets.specs.patterns import TopicPattern, check_pattern
 from zync_assets.specs.reading import SpecYamlError, read_spec_yaml
 from zync_assets.specs.rules import Rule, parse_rules
 from zync_assets.specs.tables import TableDef, parse_tables
@@ -50,16 +51,20 @@ class Spec:
     shaper: Path | None = None
     tables: list[TableDef] = field(default_factory=list)
     freshness: Freshness | None = None
+    patterns: list[TopicPattern] = field(default_factory=list)  # inputs named by pattern
 
     @property
     def name(self) -> str:
         return self.path.stem
 
     def raw_pools(self) -> dict[str, list[str]]:
-        """pool -> its input topics, in file order."""
+        """pool -> its input topics named in the file, in file order (a pool of patterns
+        alone: none; pattern_pools gives its patterns)."""
         pools: dict[str, list[str]] = {}
         for route in self.inputs:
             pools.setdefault(route.pool, []).append(route.topic)
+        for pattern in self.patterns:
+            pools.setdefault(pattern.pool, [])
         return pools
 
     def staging_pools(self) -> dict[str, list[str]]:
@@ -93,9 +98,15 @@ class Spec:
                 f"{', '.join(views) or 'nothing (it has no view rule)'}"
             )
 
-    def formats(self) -> dict[str, WireFormat]:
-        """topic -> its wire format, inputs and outputs."""
-        return {route.topic: route.format for route in self.inputs + self.outputs}
+    def formats(self, discovered: Iterable[str] = ()) -> dict[str, WireFormat]:
+        """topic -> its wire format: inputs and outputs, and `discovered` topics by the
+        first pattern that takes them."""
+        named = {route.topic: route.format for route in self.inputs + self.outputs}
+        for topic in discovered:
+            taken = next((p for p in self.patterns if p.matches(topic)), None)
+            if taken is not None and topic not in named:
+                named[topic] = taken.format
+        return named
 
 
 class SpecError(ZyncError):
@@ -122,7 +133,7 @@ def load_spec(path: str | Path) -> Spec:
     if unknown:
         names = sorted(str(name) for name in unknown)  # YAML keys may be null or numbers
         raise _fail(path, "", f"unknown section(s) {', '.join(names)}")
-    inputs = _routes(path, data, "inputs", required=True)
+    inputs, patterns = _inputs(path, data)
     outputs = _routes(path, data, "outputs", required=False)
     seen: dict[str, str] = {}
     for route in inputs + outputs:
@@ -149,7 +160,7 @@ def load_spec(path: str | Path) -> Spec:
                 f"output topic {table.source!r} gets records from transforms: the spec has none",
             )  # fmt: skip
     freshness = _freshness(path, data["freshness"]) if "freshness" in data else None
-    return Spec(path, inputs, outputs, transforms, shaper_path, tables, freshness)
+    return Spec(path, inputs, outputs, transforms, shaper_path, tables, freshness, patterns)
 
 
 def _freshness(path: Path, item: object) -> Freshness:
@@ -175,10 +186,25 @@ def _seconds(path: Path, where: str, value: object) -> float:
 
 
 ROUTE_KEYS = {"topic", "pool", "format", "key-format"}
+PATTERN_KEYS = {"topics", "exclude", "pool", "format", "key-format"}
 TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
-def _routes(path: Path, data: dict, section: str, required: bool) -> list[Route]:
+def _inputs(path: Path, data: dict) -> tuple[list[Route], list[TopicPattern]]:
+    """The input routes, and the inputs named by pattern (`topics:` instead of `topic:`)."""
+    items = _entries(path, data, "inputs", required=True)
+    routes: list[Route] = []
+    patterns: list[TopicPattern] = []
+    for index, item in enumerate(items, start=1):
+        where = f"inputs[{index}]"
+        if isinstance(item, dict) and "topics" in item:
+            patterns.append(_pattern(path, where, item))
+        else:
+            routes.append(_route(path, where, item, "inputs"))
+    return routes, patterns
+
+
+def _entries(path: Path, data: dict, section: str, required: bool) -> list:
     items = data.get(section)
     if items is None:
         if required:
@@ -186,29 +212,54 @@ def _routes(path: Path, data: dict, section: str, required: bool) -> list[Route]
         return []
     if not isinstance(items, list) or not items:
         raise _fail(path, section, "expected a non-empty list of {topic, pool}")
-    routes = []
-    for index, item in enumerate(items, start=1):
-        where = f"{section}[{index}]"
-        if not isinstance(item, dict) or not {"topic", "pool"} <= set(item) <= ROUTE_KEYS:
-            raise _fail(
-                path, where, "expected {topic: ..., pool: ...} and optionally format, key-format"
-            )
-        topic, pool = item["topic"], item["pool"]
-        if not isinstance(topic, str) or not TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
-            raise _fail(
-                path, where,
-                f"invalid topic name {topic!r}: Kafka allows 1-249 letters, digits, '.', '_', '-'",
-            )  # fmt: skip
-        if not isinstance(pool, str) or not POOL_NAME.match(pool):
-            raise _fail(path, where, f"invalid pool name {pool!r} (letters, digits, _ and -)")
-        try:
-            formats = wire_format(item.get("format"), item.get("key-format"))
-        except ZyncError as e:
-            raise _fail(path, where, str(e)) from e
-        if section == "outputs" and formats.key != formats.value:
-            raise _fail(path, where, "to-kafka writes keys in the value's format: drop key-format")
-        routes.append(Route(topic, pool, formats))
-    return routes
+    return items
+
+
+def _pattern(path: Path, where: str, item: dict) -> TopicPattern:
+    if not {"topics", "pool"} <= set(item) <= PATTERN_KEYS:
+        raise _fail(path, where, "expected {topics: <regular expression>, pool: ...} and "
+                    "optionally exclude, format, key-format")  # fmt: skip
+    excluded = item.get("exclude", [])
+    excluded = [excluded] if isinstance(excluded, str) else excluded
+    if not isinstance(excluded, list):
+        raise _fail(path, f"{where} exclude", "expected a list of regular expressions")
+    for field_name, text in [("topics", item["topics"]), *(("exclude", e) for e in excluded)]:
+        if (problem := check_pattern(text)) is not None:
+            raise _fail(path, f"{where} {field_name}", problem)
+    pool, formats = _pool_and_formats(path, where, item)
+    return TopicPattern(item["topics"], pool, formats, tuple(excluded))
+
+
+def _routes(path: Path, data: dict, section: str, required: bool) -> list[Route]:
+    items = _entries(path, data, section, required)
+    return [_route(path, f"{section}[{i}]", item, section) for i, item in enumerate(items, 1)]
+
+
+def _route(path: Path, where: str, item: object, section: str) -> Route:
+    if not isinstance(item, dict) or not {"topic", "pool"} <= set(item) <= ROUTE_KEYS:
+        raise _fail(
+            path, where, "expected {topic: ..., pool: ...} and optionally format, key-format"
+        )
+    topic = item["topic"]
+    if not isinstance(topic, str) or not TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
+        raise _fail(
+            path, where,
+            f"invalid topic name {topic!r}: Kafka allows 1-249 letters, digits, '.', '_', '-'",
+        )  # fmt: skip
+    pool, formats = _pool_and_formats(path, where, item)
+    if section == "outputs" and formats.key != formats.value:
+        raise _fail(path, where, "to-kafka writes keys in the value's format: drop key-format")
+    return Route(topic, pool, formats)
+
+
+def _pool_and_formats(path: Path, where: str, item: dict) -> tuple[str, WireFormat]:
+    pool = item["pool"]
+    if not isinstance(pool, str) or not POOL_NAME.match(pool):
+        raise _fail(path, where, f"invalid pool name {pool!r} (letters, digits, _ and -)")
+    try:
+        return pool, wire_format(item.get("format"), item.get("key-format"))
+    except ZyncError as e:
+        raise _fail(path, where, str(e)) from e
 
 
 def all_raw_pools(specs: list[Spec]) -> dict[str, list[str]]:

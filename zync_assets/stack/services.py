@@ -157,7 +157,7 @@ def _cluster_statuses(started: list[Running]) -> list[ServiceStatus]:
 
 def _pools_of(specs: list[Path]) -> list[str]:
     loaded = [load_spec(path) for path in specs]
-    pools = sorted({r.pool for spec in loaded for r in spec.inputs})
+    pools = sorted({pool for spec in loaded for pool in spec.raw_pools()})
     if not pools:
         raise ZyncError("--follow: the specs have no inputs")
     return pools
