@@ -96,10 +96,18 @@ def topic_assets(
     ]
 
 
+def pattern_name(pattern: TopicPattern, patterns: Sequence[TopicPattern]) -> str:
+    """A pattern's asset name, `<pool>_topics` (`<pool>_topics_2`, … for a pool's later
+    patterns): a regular expression is no name Dagster takes for an asset its pool reads."""
+    mine = [p for p in patterns if p.pool == pattern.pool]
+    number = mine.index(pattern) + 1
+    return f"{pattern.pool}_topics" + (f"_{number}" if number > 1 else "")
+
+
 def pattern_assets(
     patterns: list[TopicPattern], naming: Naming = DEFAULT_NAMING
 ) -> list[AssetSpec]:
-    """One asset per input pattern (`kafka/<pattern>`): the topics it takes, new ones
+    """One asset per input pattern (`kafka/<pool>_topics`): the topics it takes, new ones
     included, without a definition each; their high-water marks are its observations."""
 
     def described(pattern: TopicPattern) -> str:
@@ -111,7 +119,9 @@ def pattern_assets(
 
     return [
         AssetSpec(
-            **naming.attributes("topic", p.pattern), description=described(p), kinds=TOPIC_KINDS
+            **naming.attributes("topic", pattern_name(p, patterns)),
+            description=described(p),
+            kinds=TOPIC_KINDS,
         )
         for p in patterns
     ]
@@ -122,7 +132,8 @@ def input_key(topic: str, inputs: PoolInputs, naming: Naming = DEFAULT_NAMING) -
     if topic in inputs.named:
         return naming.key("topic", topic)
     taken = next((p for p in inputs.patterns if p.matches(topic)), None)
-    return naming.key("topic", taken.pattern if taken is not None else topic)
+    name = pattern_name(taken, inputs.patterns) if taken is not None else topic
+    return naming.key("topic", name)
 
 
 class IngestConfig(Config):
@@ -167,7 +178,7 @@ def raw_pool_asset(
 ):  # fmt: skip
     named = naming.attributes("raw", pool, tags={"zync/stage": "raw"})
     key = named["key"]
-    sources = [*inputs.named, *(p.pattern for p in inputs.patterns)]
+    sources = [*inputs.named, *(pattern_name(p, inputs.patterns) for p in inputs.patterns)]
 
     @asset(
         **named,
