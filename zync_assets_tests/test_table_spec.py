@@ -58,11 +58,43 @@ def test_defaults_and_a_staging_source(tmp_path: Path) -> None:
     assert table.retention_s == 7 * 86400
 
 
+def test_a_table_without_keys_takes_debeziums_and_a_pattern_names_a_table_per_topic(
+    tmp_path: Path,
+) -> None:
+    loaded = spec(tmp_path, (
+        "  - {name: items, source: shop.public.items}\n"
+        "  - {topics: 'shop\\.public\\..*', exclude: ['shop\\.public\\.audit'], "
+        "name: '{schema}_{table}', stored-as: scd2}\n"
+    ))  # fmt: skip
+    (items,) = loaded.tables
+    assert items.keys == () and items.sequence_by[0] == "source:lsn::bigint"
+    assert items.sequence_by[-1] == "kafka.offset"
+    (pattern,) = loaded.table_patterns
+    made = pattern.table_for("shop.public.order-lines", "Raw")
+    assert (made.name, made.source, made.source_pool, made.stored_as) == (
+        "public_order_lines", "shop.public.order-lines", "Raw", "scd2",
+    )  # fmt: skip
+    assert pattern.topics.matches("shop.public.x") and not pattern.topics.matches(
+        "shop.public.audit"
+    )
+    with pytest.raises(ZyncError, match=r"makes table name '9_x', which is not one"):
+        pattern.table_for("shop.9.x", "Raw")
+
+
 @pytest.mark.parametrize(
     ("tables", "error"),
     [
         ("  - {name: t, source: nope, keys: [id]}", r"tables\[t\] source: 'nope' is neither"),
-        ("  - {name: t, source: items_out}", r"tables\[t\] keys: missing"),
+        ("  - {topics: 'shop\\..*', name: t}", r"tables\[1\] name: 't': a pattern's tables need"),
+        ("  - {topics: 'shop\\..*', name: '{table}_{tabel}'}", r"tables\[1\] name: .*placeholders are"),
+        ("  - {topics: '(', name: '{table}'}", r"tables\[1\] topics: not a regular expression"),
+        ("  - {topics: 'x', exclude: ['('], name: '{table}'}", r"tables\[1\] exclude: not a regular"),
+        ("  - {topics: 'x', source: items_out, name: '{table}'}",
+         r"tables\[1\] source: give topics \(a pattern\) or source"),
+        ("  - {topics: 'x', name: '{table}', stored-as: scd3}",
+         r"tables\[1\] stored-as: 'scd3'"),
+        ("  - {name: t, source: items_out, exclude: [x]}",
+         r"tables\[t\] exclude: only a table pattern \(topics:\) excludes"),
         ("  - {name: '../x', source: items_out, keys: [id]}", r"tables\[1\] name: '../x' is not"),
         ("  - {name: t, source: items_out, keys: [id], stored-as: scd3}",
          r"tables\[t\] stored-as: 'scd3': expected scd1 or scd2"),

@@ -29,6 +29,7 @@ from zync_assets.pipeline.status import (
     table_status,
 )
 from zync_assets.specs.model import Spec, find_specs, load_spec, project_spec_folder
+from zync_assets.tables.expand import lake_tables
 
 if TYPE_CHECKING:  # status starts Spark only when the pools' records cannot answer
     from pyspark.sql import SparkSession
@@ -213,7 +214,7 @@ def status(specs: tuple[str, ...], output_format: str | None) -> None:
     loaded = [load_spec(p) for p in paths]
     output_format = output_format or ("table" if sys.stdout.isatty() else "json")
     raws, stagings = _read_statuses(loaded)
-    tables = [table_status(spec, table) for spec in loaded for table in spec.tables]
+    tables = [table_status(spec, table) for spec in loaded for table in lake_tables(spec).tables]
     failing = failures(loaded)
     if output_format == "json":
         document = status_document(paths, raws, stagings, tables, failing)

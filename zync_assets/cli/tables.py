@@ -11,6 +11,7 @@ from zync_assets.core.errors import ZyncError
 from zync_assets.core.offsets import offsets_to_json
 from zync_assets.lake.pools import pool_exists, table_path
 from zync_assets.specs.model import load_spec
+from zync_assets.tables.expand import lake_tables
 from zync_assets.tables.state import table_history
 
 
@@ -30,8 +31,8 @@ def table_apply(specs: tuple[str, ...], only: str | None) -> None:
     from zync_assets.tables.apply import describe_table, run_tables
 
     loaded = [load_spec(path) for path in specs]
-    names = {t.name for spec in loaded for t in spec.tables}
-    if not names:
+    names = {t.name for spec in loaded for t in lake_tables(spec).tables}
+    if not any(spec.keeps_tables() for spec in loaded):
         raise ZyncError(f"{', '.join(specs)}: no tables: section (see docs/tables.md)")
     if only is not None and only not in names:
         raise ZyncError(
@@ -59,8 +60,9 @@ def table_rebuild(spec: str, name: str) -> None:
     from zync_assets.tables.apply import describe_table, rebuild_table
 
     loaded = load_spec(spec)
-    if name not in {t.name for t in loaded.tables}:
-        have = ", ".join(t.name for t in loaded.tables) or "none"
+    found = lake_tables(loaded).tables
+    if name not in {t.name for t in found}:
+        have = ", ".join(t.name for t in found) or "none"
         raise ZyncError(f"{spec}: no table {name!r} to rebuild (its tables: {have})")
     result = rebuild_table(spark_session(), loaded, name, Registry(current().registry))
     clear_failure(f"table {name}")

@@ -38,7 +38,7 @@ from pyspark.sql import SparkSession
 
 from zync_assets.codec.formats import WireFormat
 from zync_assets.core.config import current
-from zync_assets.core.errors import ConcurrentWriter, Unavailable
+from zync_assets.core.errors import ConcurrentWriter, Unavailable, ZyncError
 from zync_assets.core.settings import KafkaSettings
 from zync_assets.etl.compile import CompiledRule, compile_rules
 from zync_assets.etl.run import EtlResult, run_etl
@@ -55,6 +55,7 @@ from zync_assets.specs.expiry import parse_expiry
 from zync_assets.specs.model import Route, Spec
 from zync_assets.tables.apply import TableResult, apply_table, compile_tables
 from zync_assets.tables.changes import CompiledTable
+from zync_assets.tables.expand import lake_tables
 from zync_assets.tokafka.sync import SyncResult, sync_pool
 
 T = TypeVar("T")
@@ -139,7 +140,7 @@ class Pipeline:
     _sent: dict[str, int] = field(default_factory=dict)  # topic -> next staging offset to send
     _compiled: dict[str, list[CompiledRule]] = field(default_factory=dict)
     _table_saw: dict[str, int | None] = field(default_factory=dict)  # table -> its pool's version
-    _tables: dict[str, list[CompiledTable]] = field(default_factory=dict)
+    _tables: dict[str, dict[str, CompiledTable]] = field(default_factory=dict)  # by spec, name
     _retry_at: dict[str, float] = field(default_factory=dict)  # what failed → when to retry
     _cleared: set[str] = field(default_factory=set)  # failures this pipeline has cleared
     _discovery: Discovery | None = None
@@ -172,7 +173,7 @@ class Pipeline:
         session of the same JVM (its own SQL conf), to run in a loop beside this one;
         this one keeps the warehouse path. None (and nothing changed) when the specs
         keep no lake tables."""
-        if "tables" not in self.stages or not any(spec.tables for spec in self.specs):
+        if "tables" not in self.stages or not any(s.keeps_tables() for s in self.specs):
             return None
         self.stages = tuple(s for s in self.stages if s != "tables")
         spark = lane_session(self.spark)
@@ -195,7 +196,7 @@ class Pipeline:
         return True
 
     def _apply_all_tables(self, reporter: PipelineReporter, result: PassResult) -> bool:
-        if not any(spec.tables for spec in self.specs):
+        if not any(spec.keeps_tables() for spec in self.specs):
             return False
         for spec in self.specs:
             self._apply_tables(spec, reporter, result)
@@ -328,15 +329,15 @@ class Pipeline:
                 reporter.synced(spec, by_topic[synced.topic], synced)
 
     def _apply_tables(self, spec: Spec, reporter: PipelineReporter, result: PassResult) -> None:
-        if spec.name not in self._tables:  # checked once, against Spark
-            tables = self._contained(
-                f"spec {spec.name}", "tables", reporter, result,
-                lambda: compile_tables(self.spark, spec),
-            )  # fmt: skip
-            if tables is None:
-                return
-            self._tables[spec.name] = tables
-        for compiled in self._tables[spec.name]:
+        tables = self._contained(
+            f"spec {spec.name}", "tables", reporter, result, partial(self._lake_tables, spec)
+        )
+        if tables is None:
+            return
+        found, refused = tables
+        for topic, why in refused.items():
+            self._contained(f"table of {topic}", "tables", reporter, result, partial(_fail, why))
+        for compiled in found:
             table = compiled.table
             version = pool_version(pool_path(table.source_pool))
             if version is None or self._table_saw.get(table.name) == version:
@@ -350,6 +351,16 @@ class Pipeline:
             self._table_saw[table.name] = version
             result.tabled.append(done)
             reporter.tabled(spec, done)
+
+    def _lake_tables(self, spec: Spec) -> tuple[list[CompiledTable], dict[str, str]]:
+        """The spec's tables now (a pattern's grow as topics appear), each checked against
+        Spark once; and the topics a pattern makes no table of, with why."""
+        found = lake_tables(spec)
+        known = self._tables.setdefault(spec.name, {})
+        new = [t for t in found.tables if t.name not in known]
+        if new:
+            known |= {c.table.name: c for c in compile_tables(self.spark, spec, new)}
+        return [known[t.name] for t in found.tables], found.refused
 
     def _contained(
         self, what: str, stage: str, reporter: PipelineReporter, result: PassResult,
@@ -399,6 +410,10 @@ def _unless_raced(
         result.conflicts += 1
         reporter.conflicted(stage, str(exc))
         return None
+
+
+def _fail(why: str) -> None:
+    raise ZyncError(why)
 
 
 def _routes_by_pool(spec: Spec) -> dict[str, list[Route]]:

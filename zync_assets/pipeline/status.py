@@ -37,6 +37,7 @@ from zync_assets.lake.progress import read_progress, recorded_dead_letters
 from zync_assets.pipeline.failures import Failure, read_failure
 from zync_assets.specs.model import Spec
 from zync_assets.specs.tables import TableDef
+from zync_assets.tables.expand import lake_tables
 from zync_assets.tables.state import read_table_state, source_ends
 from zync_assets.tokafka.position import topic_position
 
@@ -259,7 +260,10 @@ def failures(specs: list[Spec]) -> list[Failure]:
     their stages recorded it; empty when all is well."""
     names = [f"spec {spec.name}" for spec in specs]
     names += [f"pool {p}" for spec in specs for p in (*spec.raw_pools(), *spec.staging_pools())]
-    names += [f"table {t.name}" for spec in specs for t in spec.tables]
+    for spec in specs:
+        tables = lake_tables(spec)
+        names += [f"table {t.name}" for t in tables.tables]
+        names += [f"table of {topic}" for topic in tables.refused]
     return [found for what in dict.fromkeys(names) if (found := read_failure(what))]
 
 

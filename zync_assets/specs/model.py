@@ -22,7 +22,7 @@ from zync_assets.core.timeparse import parse_duration
 from zync_assets.specs.patterns import TopicPattern, check_pattern
 from zync_assets.specs.reading import SpecYamlError, read_spec_yaml
 from zync_assets.specs.rules import Rule, parse_rules
-from zync_assets.specs.tables import TableDef, parse_tables
+from zync_assets.specs.tables import TableDef, TablePattern, parse_tables
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,15 @@ class Spec:
     tables: list[TableDef] = field(default_factory=list)
     freshness: Freshness | None = None
     patterns: list[TopicPattern] = field(default_factory=list)  # inputs named by pattern
+    table_patterns: list[TablePattern] = field(default_factory=list)  # a table per topic
 
     @property
     def name(self) -> str:
         return self.path.stem
+
+    def keeps_tables(self) -> bool:
+        """Whether it keeps lake tables: named ones, or one per topic of a pattern."""
+        return bool(self.tables or self.table_patterns)
 
     def raw_pools(self) -> dict[str, list[str]]:
         """pool -> its input topics named in the file, in file order (a pool of patterns
@@ -152,7 +157,11 @@ def load_spec(path: str | Path) -> Spec:
     transforms = (
         parse_rules(path, data["transforms"], inputs, outputs) if "transforms" in data else []
     )
-    tables = parse_tables(path, data["tables"], inputs, outputs) if "tables" in data else []
+    tables, table_patterns = (
+        parse_tables(path, data["tables"], inputs, outputs, patterns)
+        if "tables" in data
+        else ([], [])
+    )
     for table in tables:
         if table.from_staging and not transforms:
             raise _fail(
@@ -160,7 +169,10 @@ def load_spec(path: str | Path) -> Spec:
                 f"output topic {table.source!r} gets records from transforms: the spec has none",
             )  # fmt: skip
     freshness = _freshness(path, data["freshness"]) if "freshness" in data else None
-    return Spec(path, inputs, outputs, transforms, shaper_path, tables, freshness, patterns)
+    return Spec(
+        path, inputs, outputs, transforms, shaper_path, tables, freshness, patterns,
+        table_patterns,
+    )  # fmt: skip
 
 
 def _freshness(path: Path, item: object) -> Freshness:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -36,12 +36,14 @@ from zync_assets.tables.changes import (
     POSITION,
     ROW,
     SEQUENCE,
+    TRUNCATE,
     CompiledTable,
     change_events,
     compile_table,
     new_rows,
 )
 from zync_assets.tables.columns import (
+    UNAVAILABLE,
     Columns,
     ColumnTypeError,
     observed,
@@ -49,6 +51,8 @@ from zync_assets.tables.columns import (
     variant_schemas,
 )
 from zync_assets.tables.declared import declared_columns
+from zync_assets.tables.expand import lake_tables
+from zync_assets.tables.keys import with_message_keys
 from zync_assets.tables.merge import merge_source, merge_sql
 from zync_assets.tables.state import (
     TableState,
@@ -75,7 +79,8 @@ class TableResult:
     read: int = 0  # source events this pass read
     upserts: int = 0
     deletes: int = 0
-    ignored: int = 0  # events that change no row (no row image, no delete; e.g. truncate)
+    ignored: int = 0  # events that change no row (no row image, no delete: a message)
+    truncates: int = 0  # Debezium's truncates: each ends every row before it
     cursors: Offsets = field(default_factory=dict)
     note: str = ""
 
@@ -84,14 +89,27 @@ def describe_table(result: TableResult) -> str:
     """One line for a terminal: what a table pass applied."""
     if result.run is None:
         return f"table {result.table}: {result.note or 'nothing new'}"
+    truncated = f", {result.truncates} truncates" if result.truncates else ""
     return (
         f"table {result.table}: run {result.run}: applied {result.upserts} upserts and "
-        f"{result.deletes} deletes of {result.read} events ({result.ignored} change no row)"
+        f"{result.deletes} deletes{truncated} of {result.read} events ({result.ignored} "
+        "change no row)"
     )
 
 
-def compile_tables(spark: SparkSession, spec: Spec) -> list[CompiledTable]:
-    return [compile_table(spark, spec, table) for table in spec.tables]
+def compile_tables(
+    spark: SparkSession, spec: Spec, tables: list[TableDef] | None = None
+) -> list[CompiledTable]:
+    """The spec's tables (or `tables` of it), checked against Spark: tables of one shape
+    (a pattern's, say) share one analysis of their expressions."""
+    analysed: dict[tuple, CompiledTable] = {}
+    compiled = []
+    for table in lake_tables(spec).tables if tables is None else tables:
+        shape = (table.sequence_by, table.apply_as_deletes, table.from_staging)
+        if shape not in analysed:
+            analysed[shape] = compile_table(spark, spec, table)
+        compiled.append(replace(analysed[shape], table=table))
+    return compiled
 
 
 def run_tables(
@@ -111,7 +129,7 @@ def declared_types(compiled: CompiledTable, registry: Registry | None) -> dict[s
     table = compiled.table
     if registry is None or table.from_staging:
         return {}
-    if compiled.spec.formats()[table.source].value != "avro":
+    if compiled.spec.formats([table.source])[table.source].value != "avro":
         return {}
     return declared_columns(registry.versions(f"{table.source}-value"), envelope=True)
 
@@ -160,11 +178,12 @@ def rebuild_table(
     time travel) with the spec's columns, and one pass applies every source event. A
     pipeline's pass of the table racing it commits first or writes nothing (Delta's
     conflict check), so the table is exactly once either way."""
-    chosen = [t for t in spec.tables if t.name == name]
-    if not chosen:
-        have = ", ".join(t.name for t in spec.tables) or "none"
+    found = lake_tables(spec)
+    chosen = found.named(name)
+    if chosen is None:
+        have = ", ".join(t.name for t in found.tables) or "none"
         raise ZyncError(f"{spec.path}: no table {name!r} (its tables: {have})")
-    compiled = compile_table(spark, spec, chosen[0])
+    compiled = compile_table(spark, spec, chosen)
     return apply_table(spark, compiled, now or dt.datetime.now(dt.UTC), registry, rebuild=True)
 
 
@@ -230,29 +249,37 @@ def _apply(
     spark: SparkSession, compiled: CompiledTable, state: TableState, events: DataFrame,
     ends: Offsets, now: dt.datetime, declared: dict[str, str], rebuild: bool = False,
 ) -> TableResult:  # fmt: skip
-    table = compiled.table
-    path = table_path(table.name)
+    path = table_path(compiled.table.name)
     counts, schemas = _summary(events)
     if (rebuild or not pool_exists(path)) and counts["upserts"] + counts["deletes"] == 0:
         # Nothing to type the table's keys from yet (say, only Debezium messages): the
         # table is made by the first pass with a row change; these events are read again.
         return TableResult(
-            table.name, None, state, cursors=state.cursors, note="no row changes yet", **counts
-        )
+            compiled.table.name, None, state, cursors=state.cursors, note="no row changes yet",
+            **counts,
+        )  # fmt: skip
+    compiled = with_message_keys(compiled, state, schemas["__key_schema"])
+    table = compiled.table
     current = {} if rebuild else _current_columns(spark, path)
     check_selection(compiled, state, current)
     seen = observed(schemas, table.keys)
     columns = plan_columns(table, current, seen, declared)
     changes = _typed_events(events, columns)
+    cuts = _cut_points(events, compiled.sequence_type) if counts["truncates"] else []
+    if cuts:
+        changes = _truncated(changes, events, table.keys)
     run, attempt = state.run + 1, uuid.uuid4().hex
     _ensure_tables(spark, compiled, columns, replace=rebuild)
     if run % PRUNE_EVERY == 0:
         _prune_log(spark, table, now)
-    meta = table_metadata(table.name, run, attempt, ends, columns=table.selection(), **counts)
+    meta = table_metadata(
+        table.name, run, attempt, ends, columns=table.selection(), keys=list(table.keys),
+        **counts,
+    )  # fmt: skip
     try:
-        if table.scd2 or counts["deletes"]:  # an SCD1 table remembers only its deletes
+        if table.scd2 or counts["deletes"] or cuts:  # SCD1 remembers only its deletes
             _log_changes(changes, compiled, columns, run, now)
-        _merge(spark, compiled, columns, changes, run, meta)
+        _merge(spark, compiled, columns, changes, run, meta, cuts)
     except Exception as exc:
         if "INVALID_VARIANT_CAST" not in str(exc):
             raise
@@ -265,15 +292,45 @@ def _apply(
         )
     return TableResult(
         table.name, run, state, counts["read"], counts["upserts"], counts["deletes"],
-        counts["ignored"], cursors=ends,
+        counts["ignored"], counts["truncates"], cursors=ends,
     )  # fmt: skip
+
+
+def _cut_points(events: DataFrame, sequence_type: str) -> list[str]:
+    """The truncates' sequences, oldest first, as SQL literals of the sequence's type (the
+    MERGE ends the rows no event of the pass names with them)."""
+    found = (
+        events.where(F.col(TRUNCATE) & F.col(SEQUENCE).isNotNull())
+        .select(SEQUENCE, F.to_json(F.struct(F.col(SEQUENCE).alias("v"))).alias("json"))
+        .distinct()
+        .orderBy(SEQUENCE)
+        .collect()
+    )
+    quoted = (row["json"].replace("\\", "\\\\").replace("'", "\\'") for row in found)
+    # The MERGE is formatted with its source frame (`{source}`): braces are doubled.
+    braced = (text.replace("{", "{{").replace("}", "}}") for text in quoted)
+    return [f"from_json('{text}', 'struct<v: {sequence_type}>').v" for text in braced]
+
+
+def _truncated(changes: DataFrame, events: DataFrame, keys: tuple[str, ...]) -> DataFrame:
+    """`changes` and, for each key they name, a delete at each truncate: so the fold ends
+    the key's rows before a truncate, and the rows after it stay (the keys no event
+    names are ended by the MERGE itself: merge.py)."""
+    cuts = events.where(F.col(TRUNCATE) & F.col(SEQUENCE).isNotNull()).select(SEQUENCE)
+    deletes = (
+        changes.select(*keys).distinct().crossJoin(cuts.distinct())
+        .withColumn(DELETE, F.lit(True))
+        .withColumn(fold.PRIORITY, F.lit(fold.FROM_NEW))
+        .withColumn(UNAVAILABLE, F.array().cast("array<string>"))
+    )  # fmt: skip
+    return changes.unionByName(deletes, allowMissingColumns=True)
 
 
 def _applies() -> Column:
     """Whether an event changes a row: it has a sequence, and deletes or carries a row image.
-    (Debezium's truncate and message events carry none; its tombstone has no `source`, so
-    no sequence taken from there: the delete event before it did the work.)"""
-    return F.col(SEQUENCE).isNotNull() & (F.col(DELETE) | F.col(ROW).isNotNull())
+    (Debezium's message events carry none; its tombstone has no `source`, so no sequence
+    taken from there alone; a truncate changes every row before it, not one: _truncated.)"""
+    return F.col(SEQUENCE).isNotNull() & ~F.col(TRUNCATE) & (F.col(DELETE) | F.col(ROW).isNotNull())
 
 
 def _summary(events: DataFrame) -> tuple[dict[str, int], dict[str, str | None]]:
@@ -282,7 +339,8 @@ def _summary(events: DataFrame) -> tuple[dict[str, int], dict[str, str | None]]:
         F.count(F.lit(1)).alias("read"),
         F.count(F.when(_applies() & F.col(DELETE), 1)).alias("deletes"),
         F.count(F.when(_applies() & ~F.col(DELETE), 1)).alias("upserts"),
-        F.count(F.when(~_applies(), 1)).alias("ignored"),
+        F.count(F.when(~_applies() & ~F.col(TRUNCATE), 1)).alias("ignored"),
+        F.count(F.when(F.col(TRUNCATE), 1)).alias("truncates"),
         *variant_schemas(),
     ).first()
     assert row is not None
@@ -387,7 +445,7 @@ def _prune_log(spark: SparkSession, table: TableDef, now: dt.datetime) -> None:
 
 def _merge(
     spark: SparkSession, compiled: CompiledTable, columns: Columns, changes: DataFrame,
-    run: int, meta: str,
+    run: int, meta: str, cuts: list[str],
 ) -> None:  # fmt: skip
     table = compiled.table
     settings = {
@@ -399,7 +457,7 @@ def _merge(
     try:
         with pins() as pin, session_conf(spark, settings):
             rows, within = merge_source(spark, compiled, columns, changes, pin)
-            statement = merge_sql(table_path(table.name), compiled, columns, within)
+            statement = merge_sql(table_path(table.name), compiled, columns, within, cuts)
             spark.sql(statement, source=pin(rows)).collect()
     except CONCURRENT_WRITE as exc:
         raise ConcurrentWriter(

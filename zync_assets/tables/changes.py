@@ -33,6 +33,7 @@ SEQUENCE = "__SEQUENCE"
 DELETE = "__DELETE"
 ROW = "__ROW"
 POSITION = "__POSITION"  # the event's place in its pool: the last of two equal events wins
+TRUNCATE = "__TRUNCATE"  # Debezium's truncate (op t): every row before it is gone
 
 RAW_DELETES = "op = 'd' OR value IS NULL"
 STAGING_DELETES = "value IS NULL"
@@ -131,8 +132,8 @@ def new_rows(spark: SparkSession, spec: Spec, table: TableDef, cursors: Offsets)
 def change_events(rows: DataFrame, compiled: CompiledTable) -> DataFrame:
     """Change events: the table's sequence, whether it deletes, the row image, its position.
 
-    Events that neither delete nor carry a row (Debezium's truncate and message events)
-    change no row; `ignored()` counts them."""
+    Events that neither delete nor carry a row (Debezium's message events) change no
+    row; a truncate (TRUNCATE) ends every row before it (apply.py)."""
     table = compiled.table
     events = _events(rows, table)
     deleted = F.coalesce(compiled.deletes, F.lit(False))
@@ -144,4 +145,5 @@ def change_events(rows: DataFrame, compiled: CompiledTable) -> DataFrame:
         row.alias(ROW),
         F.col("key").alias("__KEY"),
         F.struct("kafka.partition", "kafka.offset").alias(POSITION),
+        F.coalesce(F.col("op") == "t", F.lit(False)).alias(TRUNCATE),
     )

@@ -144,9 +144,14 @@ def _differences(
     ).where(F.col(ACTION).isNotNull())
 
 
-def merge_sql(path: str, compiled: CompiledTable, columns: Columns, within: str = "TRUE") -> str:
+def merge_sql(
+    path: str, compiled: CompiledTable, columns: Columns, within: str = "TRUE",
+    cuts: list[str] | None = None,
+) -> str:  # fmt: skip
     """The MERGE statement over the source frame `{source}` and the range of its keys
-    over the target, `within` (merge_source's)."""
+    over the target, `within` (merge_source's). `cuts`: the pass's truncates' sequences,
+    oldest first (SQL literals): the rows of keys the source does not name end at the
+    first one after them (the source's own keys were ended by the fold)."""
     table = compiled.table
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in table.keys)
     if within != "TRUE":  # Delta skips the target's files outside it
@@ -164,6 +169,7 @@ def merge_sql(path: str, compiled: CompiledTable, columns: Columns, within: str 
             f"WHEN MATCHED AND s.{ACTION} = 'delete' THEN DELETE "
             f"WHEN MATCHED AND s.{ACTION} = 'update' THEN UPDATE SET {sets} "
             f"WHEN NOT MATCHED AND s.{ACTION} = 'insert' THEN INSERT ({cols}) VALUES ({values})"
+            + _truncated_versions(cuts or [])
         )
     # A column the newest change left out (Debezium's TOAST placeholder, fold.py) keeps
     # the stored value.
@@ -181,4 +187,18 @@ def merge_sql(path: str, compiled: CompiledTable, columns: Columns, within: str 
         f"WHEN MATCHED AND s.{SEQUENCE} > t.{SEQUENCE} AND s.{DELETE} THEN DELETE "
         f"WHEN MATCHED AND s.{SEQUENCE} > t.{SEQUENCE} THEN UPDATE SET {sets} "
         f"WHEN NOT MATCHED AND NOT s.{DELETE} THEN INSERT ({cols}) VALUES ({values})"
+        + (f" WHEN NOT MATCHED BY SOURCE AND t.{SEQUENCE} < {cuts[-1]} THEN DELETE" if cuts else "")
+    )
+
+
+def _truncated_versions(cuts: list[str]) -> str:
+    """SCD2: the clause that ends each open version the source does not name at the first
+    truncate after its start."""
+    if not cuts:
+        return ""
+    start, end = f"t.{fold.START_AT}", f"t.{fold.END_AT}"
+    first_after = " ".join(f"WHEN {start} < {cut} THEN {cut}" for cut in cuts)
+    return (
+        f" WHEN NOT MATCHED BY SOURCE AND {end} IS NULL AND {start} < {cuts[-1]} "
+        f"THEN UPDATE SET {end} = CASE {first_after} END"
     )

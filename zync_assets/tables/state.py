@@ -83,7 +83,11 @@ def table_history(path: str, table: str) -> list[TableVersion]:
         if info is None:
             continue  # removed by log retention
         data = user_metadata(info).get(METADATA_KEY) or {}
-        counts = {k: v for k, v in data.items() if k in ("read", "upserts", "deletes", "ignored")}
+        counts = {
+            k: v
+            for k, v in data.items()
+            if k in ("read", "upserts", "deletes", "ignored", "truncates")
+        }
         versions.append(TableVersion(
             version, int(info.get("timestamp", 0)), str(info.get("operation", "")),
             data.get("run"), offsets_from_json(data.get("cursors", {})), counts,

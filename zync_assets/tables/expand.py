@@ -1,0 +1,77 @@
+"""A spec's lake tables now: those it names, and one per topic of each table pattern.
+
+A table pattern (`tables: [{topics: ..., name: '{table}'}]`) makes a table for every
+input topic of the spec that its raw pool has ingested and the pattern takes: the
+pool's progress lists them (lake/progress.py), so finding them costs no Spark job and
+no call to Kafka, and a topic that appears in Kafka gets its table with the first pass
+after its first events are ingested. A topic a named table reads is that table's; a
+topic two patterns take is the first one's.
+
+A name two topics would both get is refused for the later topic (its table is not
+made, and says why), so that no table ever mixes two sources' rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zync_assets.core.errors import ZyncError
+from zync_assets.lake.pools import pool_exists, pool_path
+from zync_assets.lake.progress import read_progress
+from zync_assets.specs.model import Spec
+from zync_assets.specs.patterns import is_plumbing
+from zync_assets.specs.tables import TableDef
+
+
+@dataclass(frozen=True)
+class LakeTables:
+    tables: list[TableDef]
+    refused: dict[str, str] = field(default_factory=dict)  # topic → why it has no table
+
+    def named(self, name: str) -> TableDef | None:
+        return next((t for t in self.tables if t.name == name), None)
+
+
+def lake_tables(spec: Spec) -> LakeTables:
+    """The spec's tables: the named ones, then those of its patterns, topic by topic."""
+    if not spec.table_patterns:
+        return LakeTables(list(spec.tables))
+    tables = list(spec.tables)
+    sources = {t.source for t in tables}
+    refused: dict[str, str] = {}
+    ingested = ingested_topics(spec)
+    for pattern in spec.table_patterns:
+        for topic, pool in ingested.items():
+            if topic in sources or not pattern.topics.matches(topic):
+                continue
+            sources.add(topic)
+            try:
+                table = pattern.table_for(topic, pool)
+            except ZyncError as exc:
+                refused[topic] = str(exc)
+                continue
+            other = next((t for t in tables if t.name == table.name), None)
+            if other is not None:
+                refused[topic] = (
+                    f"topic {topic} would make table {table.name}, which {other.source} makes: "
+                    f"change the spec's name template {pattern.template.name!r} (e.g. "
+                    "'{schema}_{table}'), or exclude one of them"
+                )
+                continue
+            tables.append(table)
+    return LakeTables(tables, refused)
+
+
+def ingested_topics(spec: Spec) -> dict[str, str]:
+    """Each input topic of the spec that its raw pool has ingested (sorted) → the pool."""
+    named = {route.topic for route in spec.inputs}
+    found: dict[str, str] = {}
+    for pool in spec.raw_pools():
+        path = pool_path(pool)
+        if not pool_exists(path):
+            continue
+        for topic in read_progress(path).offsets:
+            ours = topic in named or any(p.matches(topic) for p in spec.patterns)
+            if ours and not is_plumbing(topic):
+                found.setdefault(topic, pool)
+    return dict(sorted(found.items()))
