@@ -9,11 +9,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from dagster import AssetKey, DagsterInstance, materialize
 
 from zync_assets.core.config import ZyncConfig, in_force
 from zync_assets.core.errors import ZyncError
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.pools import pool_exists, table_path
+from zync_assets.orchestration.definitions import build_zync_definitions
 from zync_assets.pipeline.run import Pipeline as LivePipeline
 from zync_assets.specs.model import load_spec
 from zync_assets.tables.apply import run_tables
@@ -212,3 +214,40 @@ def test_a_table_pattern_keeps_one_table_per_topic_new_topics_included(
     }
     assert counts == {"a": 4, "b_by_name": 2, "c": 2}
     assert not pool_exists(table_path("b")) and not pool_exists(table_path("audit"))
+
+
+def test_dagster_shows_a_patterns_tables_as_one_asset_that_grows_with_new_topics(
+    spark, stack: Stack, tmp_path: Path, lake: Path
+) -> None:
+    """One asset for the pattern's tables: each materialization lists the tables it
+    applied, a new topic's table joins it with no new definition, and a failing table
+    fails its check by name while the others are applied."""
+    prefix = f"tg{uuid.uuid4().hex[:6]}"
+    topic = {t: f"{prefix}.public.{t}" for t in ("a", "b", "c", "d")}
+    produce_json(stack, topic["a"], simple(3))
+    produce_json(stack, topic["b"], simple(2))
+    defs = build_zync_definitions([load_spec(live_spec(tmp_path, prefix))])
+    key = AssetKey(["table", "whole_tables"])
+    tables = defs.get_assets_def(key)
+    assert AssetKey(["raw", "Whole"]) in tables.dependency_keys
+    raw = defs.get_assets_def(AssetKey(["raw", "Whole"]))
+    instance = DagsterInstance.ephemeral()
+
+    def materialized() -> dict:
+        done = materialize([raw, tables], instance=instance, resources=defs.resources,
+                           raise_on_error=False)  # fmt: skip
+        (event,) = done.asset_materializations_for_node(tables.op.name)
+        (check,) = [c for c in done.get_asset_check_evaluations() if c.asset_key == key]
+        return {"meta": event.metadata, "check": check}
+
+    first = materialized()
+    assert first["meta"]["tables"].value == 1  # a; b is the named table's
+    assert "| a | 1 | 3 |" in first["meta"]["passes"].value and first["check"].passed
+    produce_json(stack, topic["c"], simple(2))
+    produce_json(stack, topic["d"], [(None, {"op": "c", "after": {"id": 1}})])  # no key
+    second = materialized()
+    assert second["meta"]["tables"].value == 3
+    assert "| c | 1 | 2 |" in second["meta"]["passes"].value
+    assert not second["check"].passed
+    assert list(second["check"].metadata["failing"].value) == ["d"]
+    assert spark.read.format("delta").load(table_path("c")).count() == 2

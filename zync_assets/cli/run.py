@@ -165,7 +165,7 @@ def _run(
     # A pass runs every stage in order; --tables-loop runs the lake tables in a loop of
     # their own, so that the warehouse path never waits for a MERGE.
     tables = pipeline.split_off_tables() if tables_loop else None
-    reporter, lane_reporter = _reporters(spark, home, tables.spark if tables else None)
+    reporter, lane_reporter = _reporters(spark, home, tables.spark if tables else None, loaded)
     failures: dict[str, str] = {}
 
     turns = Turns()  # the tables loop yields to the warehouse path's passes
@@ -231,7 +231,7 @@ def _dagster_home(to_dagster: bool | None) -> Path | None:
 
 
 def _reporters(
-    spark: SparkSession, home: Path | None, lane: SparkSession | None
+    spark: SparkSession, home: Path | None, lane: SparkSession | None, specs: list[Spec]
 ) -> tuple[PipelineReporter, PipelineReporter]:
     """The warehouse path's reporter and the lake tables lane's (on session `lane`): the
     terminal's is shared; Dagster's lane holds its passes until the warehouse path's
@@ -242,5 +242,5 @@ def _reporters(
     from zync_assets.orchestration.report import DagsterReport
 
     click.echo(f"reporting commits to the Dagster instance in {home}", err=True)
-    reporter = DagsterReport(home, spark, printed)
+    reporter = DagsterReport(home, spark, printed, specs)
     return reporter, reporter.lake_tables(lane) if lane is not None else reporter

@@ -44,7 +44,7 @@ from zync_assets.orchestration.raw import (
 )
 from zync_assets.orchestration.resources import zync_resources
 from zync_assets.orchestration.staging import etl_assets
-from zync_assets.orchestration.tables import table_assets
+from zync_assets.orchestration.tables import pattern_asset_name, table_assets
 from zync_assets.orchestration.tokafka import output_topic_assets
 from zync_assets.specs.model import Freshness, Spec
 
@@ -97,6 +97,10 @@ def downstream_of(pool: str, specs: list[Spec], naming: Naming = DEFAULT_NAMING)
             keys += [naming.key("topic", route.topic, output=True) for route in spec.outputs]
         tables = [t for t in spec.tables if spec.transforms or not t.from_staging]
         keys += [naming.key("table", t.name) for t in tables]
+        keys += [
+            naming.key("table", pattern_asset_name(spec, number))
+            for number in range(1, len(spec.table_patterns) + 1)
+        ]
     return list(dict.fromkeys(keys))
 
 

@@ -13,6 +13,7 @@ import queue
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 
 from dagster import (
@@ -29,12 +30,17 @@ from zync_assets.ingest.discovery import Changes
 from zync_assets.ingest.ingest import IngestResult
 from zync_assets.orchestration.raw import raw_pool_materialization
 from zync_assets.orchestration.staging import etl_materializations
-from zync_assets.orchestration.tables import table_failed, table_materialization
+from zync_assets.orchestration.tables import (
+    pattern_materialization,
+    table_failed,
+    table_materialization,
+)
 from zync_assets.orchestration.tokafka import output_topic_materialization
 from zync_assets.pipeline.maintenance import Maintained
 from zync_assets.pipeline.run import PipelineReporter
 from zync_assets.specs.model import Route, Spec
 from zync_assets.tables.apply import TableResult
+from zync_assets.tables.expand import lake_tables
 from zync_assets.tokafka.sync import SyncResult
 
 RunlessEvent = AssetMaterialization | AssetCheckEvaluation
@@ -113,6 +119,50 @@ class _Writer:
                 )
 
 
+class _PatternPasses:
+    """A pass's results of tables a pattern made, gathered into one materialization of
+    the pattern's asset per pass."""
+
+    def __init__(self) -> None:
+        self._passes: dict[tuple[str, int], tuple[Spec, list[TableResult], dict[str, str]]] = {}
+
+    def took(
+        self, spec: Spec, table: str, result: TableResult | None = None, failure: str = ""
+    ) -> bool:
+        """Whether `table` (or `of <topic>`, a topic it makes no table of) is a pattern's
+        of `spec`: then its result or failure is kept for the pattern's materialization."""
+        if not spec.table_patterns or any(t.name == table for t in spec.tables):
+            return False
+        topic = table.removeprefix("of ") if table.startswith("of ") else None
+        if topic is not None:
+            number = next((n for n, p in enumerate(spec.table_patterns, 1)
+                           if p.topics.matches(topic)), None)  # fmt: skip
+        else:
+            number = lake_tables(spec).made_by.get(table)
+        if number is None:
+            return False
+        _, results, failures = self._passes.setdefault((str(spec.path), number), (spec, [], {}))
+        if result is not None:
+            results.append(result)
+        else:
+            failures[table] = failure
+        return True
+
+    def builders(self) -> Builders:
+        found, self._passes = self._passes, {}
+        return [
+            partial(_pattern_events, spec, number, results, failures)
+            for (_, number), (spec, results, failures) in found.items()
+            if failures or any(r.run is not None for r in results)
+        ]
+
+
+def _pattern_events(
+    spec: Spec, number: int, results: list[TableResult], failures: dict[str, str]
+) -> list[RunlessEvent]:
+    return runless_events([pattern_materialization(spec, number, results, failures)])
+
+
 class DagsterReport:
     """A PipelineReporter that records commits in a Dagster instance (and passes them on).
 
@@ -122,18 +172,20 @@ class DagsterReport:
 
     def __init__(
         self, home: Path, session: SparkSession, then: PipelineReporter,
-        _writer: _Writer | None = None,
+        specs: Iterable[Spec] = (), _writer: _Writer | None = None,
     ) -> None:  # fmt: skip
         self.session = session
         self.then = then  # the terminal's reporter
+        self.specs = list(specs)  # whose table patterns' tables report to the pattern's asset
         self._writer = _writer or _Writer(home)
         self._held = _writer is not None  # a lane's passes wait for the warehouse path's
         self._home = home
         self._pass: Builders = []
+        self._patterns = _PatternPasses()
 
     def lake_tables(self, session: SparkSession) -> DagsterReport:
         """The reporter of a lake tables lane (pipeline.split_off_tables) on `session`."""
-        return DagsterReport(self._home, session, self.then, _writer=self._writer)
+        return DagsterReport(self._home, session, self.then, self.specs, _writer=self._writer)
 
     def ingested(self, result: IngestResult) -> None:
         self.then.ingested(result)
@@ -156,6 +208,8 @@ class DagsterReport:
 
     def tabled(self, spec: Spec, result: TableResult) -> None:
         self.then.tabled(spec, result)
+        if self._patterns.took(spec, result.table, result=result):
+            return
         if result.run is not None:
             self._pass.append(lambda: runless_events([table_materialization(result)]))
 
@@ -168,7 +222,11 @@ class DagsterReport:
     def failed(self, what: str, message: str) -> None:
         self.then.failed(what, message)
         kind, _, name = what.partition(" ")
-        if kind == "table":  # its check fails in the UI until a pass applies it again
+        if kind != "table":
+            return
+        if any(self._patterns.took(spec, name, failure=message) for spec in self.specs):
+            return
+        if not name.startswith("of "):  # its check fails in the UI until a pass applies it
             self._pass.append(lambda: [table_failed(name, message)])
 
     def maintained(self, result: Maintained) -> None:
@@ -176,6 +234,7 @@ class DagsterReport:
 
     def finished(self) -> None:
         self.then.finished()
+        self._pass += self._patterns.builders()
         if self._held:
             if self._pass:
                 self._writer.hold(self._pass)

@@ -1,4 +1,9 @@
-"""`table/<name>` per spec table: a lake table kept from its pool, after the pool gains data.
+"""`table/<name>` per spec table: a lake table kept from its pool, after the pool gains data;
+`table/<spec>_tables` per table pattern: all the tables it makes, one per topic.
+
+A pattern's tables are one asset, not one each: a table that appears with a new topic
+needs no new definition (no code change, no reload), and the asset's materializations
+list each table's pass (a Markdown table in the UI) and its check names a failing one.
 
 (No `from __future__ import annotations`: Dagster reads the asset functions' type hints.)
 """
@@ -24,8 +29,9 @@ from zync_assets.orchestration.resources import ZyncStep, resource_keys, zync_st
 from zync_assets.orchestration.versions import POOL_KINDS, code_version
 from zync_assets.pipeline.failures import clear_failure, explain, record_failure
 from zync_assets.specs.model import Spec
-from zync_assets.specs.tables import TableDef
-from zync_assets.tables.apply import TableResult, run_tables
+from zync_assets.specs.tables import TableDef, TablePattern
+from zync_assets.tables.apply import TableResult, apply_table, compile_tables, run_tables
+from zync_assets.tables.expand import lake_tables
 
 
 def table_key(name: str) -> AssetKey:
@@ -70,7 +76,107 @@ def table_failed(name: str, message: str) -> AssetCheckEvaluation:
 
 
 def table_assets(spec: Spec, naming: Naming = DEFAULT_NAMING) -> list:
-    return [_table_asset(spec, table, naming) for table in spec.tables]
+    named = [_table_asset(spec, table, naming) for table in spec.tables]
+    return named + [
+        _pattern_asset(spec, number, pattern, naming)
+        for number, pattern in enumerate(spec.table_patterns, start=1)
+    ]
+
+
+def pattern_asset_name(spec: Spec, number: int) -> str:
+    """The asset name of the spec's table pattern `number` (1: its first)."""
+    return f"{spec.name}_tables" + ("" if number == 1 else f"_{number}")
+
+
+def pattern_materialization(
+    spec: Spec, number: int, results: list[TableResult], failures: dict[str, str],
+    naming: Naming = DEFAULT_NAMING,
+) -> MaterializeResult:  # fmt: skip
+    """What a pass of a pattern's tables records: a row per table it applied or that
+    failed, and its check (failing while a table fails, with the table and reason)."""
+    key = naming.key("table", pattern_asset_name(spec, number))
+    lines = ["| table | run | upserts | deletes | truncates | read |", "|---|---|---|---|---|---|"]
+    lines += [
+        f"| {r.table} | {r.run if r.run is not None else '—'} | {r.upserts} | {r.deletes} "
+        f"| {r.truncates} | {r.read} |"
+        for r in sorted(results, key=lambda r: r.table)
+    ]
+    lines += [f"| {name} | failed: {why} | | | | |" for name, why in sorted(failures.items())]
+    applied = [r for r in results if r.run is not None]
+    return MaterializeResult(
+        asset_key=key,
+        metadata={
+            "tables": len(lake_tables(spec).of_pattern(number)),
+            "applied": len(applied),
+            "upserts": sum(r.upserts for r in applied),
+            "deletes": sum(r.deletes for r in applied),
+            "passes": MetadataValue.md("\n".join(lines)),
+            "cursors": MetadataValue.json(
+                {r.table: offsets_to_json(r.cursors) for r in applied}
+            ),
+        },
+        check_results=[AssetCheckResult(
+            asset_key=key, check_name=APPLIES_CHECK, passed=not failures,
+            metadata={"failing": MetadataValue.json(failures)},
+        )],
+    )  # fmt: skip
+
+
+def _pattern_asset(spec: Spec, number: int, pattern: TablePattern, naming: Naming):
+    name = pattern_asset_name(spec, number)
+    named = naming.attributes("table", name, tags={"zync/stage": "table"})
+    template = pattern.template
+    kind = "history (SCD2)" if template.scd2 else "current state (SCD1)"
+    excluded = f", but {', '.join(pattern.topics.exclude)}" if pattern.topics.exclude else ""
+
+    @asset(
+        **named,
+        deps=[naming.key("raw", pool) for pool in spec.raw_pools()],
+        kinds=POOL_KINDS,
+        code_version=code_version(pattern),
+        automation_condition=after_checked_upstream(),
+        freshness_policy=freshness_policy(spec.freshness),
+        description=f"Lake tables, one per topic matching {pattern.topics.pattern}{excluded}, "
+        f"named {template.name}: the {kind} of each ({spec.path.name}).",
+        op_tags={"dagster/priority": "-1"},
+        check_specs=[AssetCheckSpec(APPLIES_CHECK, asset=named["key"])],
+        required_resource_keys=resource_keys(naming),
+    )
+    def lake_tables_of_pattern(context: AssetExecutionContext) -> MaterializeResult:
+        with zync_step(context, naming) as step:
+            return _apply_pattern(context, step, spec, number, naming)
+
+    return lake_tables_of_pattern
+
+
+def _apply_pattern(
+    context: AssetExecutionContext, step: ZyncStep, spec: Spec, number: int, naming: Naming
+) -> MaterializeResult:
+    """A pass of each table pattern `number` makes; a failing table is recorded (for
+    `zync status` and the check) and the others go on."""
+    found = lake_tables(spec)
+    pattern = spec.table_patterns[number - 1]
+    failures = {
+        f"of {topic}": why for topic, why in found.refused.items() if pattern.topics.matches(topic)
+    }
+    results = []
+    now = dt.datetime.now(dt.UTC)
+    session = step.session()
+    for compiled in compile_tables(session, spec, found.of_pattern(number)):
+        what = f"table {compiled.table.name}"
+        try:
+            results.append(apply_table(session, compiled, now, step.registry()))
+        except Exception as exc:  # this table's: recorded, and the others go on
+            failures[compiled.table.name] = explain(exc)
+            record_failure(what, failures[compiled.table.name], dt.datetime.now(dt.UTC))
+            continue
+        clear_failure(what)
+    applied = sum(1 for r in results if r.run is not None)
+    context.log.info(
+        f"{len(results) + len(failures)} tables of {pattern.topics.pattern}: {applied} applied, "
+        f"{len(failures)} failed"
+    )
+    return pattern_materialization(spec, number, results, failures, naming)
 
 
 def _table_asset(spec: Spec, table: TableDef, naming: Naming):

@@ -27,9 +27,14 @@ from zync_assets.specs.tables import TableDef
 class LakeTables:
     tables: list[TableDef]
     refused: dict[str, str] = field(default_factory=dict)  # topic → why it has no table
+    made_by: dict[str, int] = field(default_factory=dict)  # table → its pattern's number
 
     def named(self, name: str) -> TableDef | None:
         return next((t for t in self.tables if t.name == name), None)
+
+    def of_pattern(self, number: int) -> list[TableDef]:
+        """The tables pattern `number` (1: the spec's first) makes."""
+        return [t for t in self.tables if self.made_by.get(t.name) == number]
 
 
 def lake_tables(spec: Spec) -> LakeTables:
@@ -39,8 +44,9 @@ def lake_tables(spec: Spec) -> LakeTables:
     tables = list(spec.tables)
     sources = {t.source for t in tables}
     refused: dict[str, str] = {}
+    made_by: dict[str, int] = {}
     ingested = ingested_topics(spec)
-    for pattern in spec.table_patterns:
+    for number, pattern in enumerate(spec.table_patterns, start=1):
         for topic, pool in ingested.items():
             if topic in sources or not pattern.topics.matches(topic):
                 continue
@@ -59,7 +65,8 @@ def lake_tables(spec: Spec) -> LakeTables:
                 )
                 continue
             tables.append(table)
-    return LakeTables(tables, refused)
+            made_by[table.name] = number
+    return LakeTables(tables, refused, made_by)
 
 
 def ingested_topics(spec: Spec) -> dict[str, str]:
