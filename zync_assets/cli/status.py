@@ -28,6 +28,7 @@ from zync_assets.pipeline.status import (
     staging_status,
     table_status,
 )
+from zync_assets.specs.ingested import mirrored
 from zync_assets.specs.model import Spec, find_specs, load_spec, project_spec_folder
 from zync_assets.tables.expand import lake_tables
 
@@ -211,7 +212,7 @@ def status(specs: tuple[str, ...], output_format: str | None) -> None:
     """Lag, pending events and dead letters of the pools of SPECS (default: every spec in
     $ZYNC_SPECS or ./etl_specs), in the lake $ZYNC_LAKE (default ./.zync/lake)."""
     paths = _spec_paths(specs)
-    loaded = [load_spec(p) for p in paths]
+    loaded = [mirrored(load_spec(p)) for p in paths]
     output_format = output_format or ("table" if sys.stdout.isatty() else "json")
     raws, stagings = _read_statuses(loaded)
     tables = [table_status(spec, table) for spec in loaded for table in lake_tables(spec).tables]

@@ -3,7 +3,7 @@ per output topic in source order (order.py), and one done record per consumed ev
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from zync_assets.core.events import event_struct
@@ -40,7 +40,7 @@ def output_records(
         )
         produced.append((found.rule, select_outputs(frame, found.rule.rule.sql, carry)))
     for rule in rules:
-        if rule.rule.type != "stateless":
+        if rule.rule.type not in ("stateless", "mirror"):
             continue
         frame = classified.where(
             (F.col("__rule") == rule.number) & (F.col("__status") == "released")
@@ -53,7 +53,7 @@ def output_records(
         produced.append((rule, select_outputs(frame, rule.rule.sql, carry)))
     parts = [
         out.select(
-            F.lit(rule.rule.out).alias("__topic"),
+            _output_topic(rule).alias("__topic"),
             F.lit(rule.number).alias("rule"),
             as_variant(out, "key").alias("key"),
             as_variant(out, "value").alias("value"),
@@ -69,6 +69,16 @@ def output_records(
     moved = moved_outputs(classified)
     whole = any(r.rule.transactional for r in rules)
     return _number(with_effective_position(outputs, moved), run, next_offsets, whole)
+
+
+def _output_topic(rule: CompiledRule) -> Column:
+    """The topic a rule's output goes to: its `out`, or a mirror's for the event's topic."""
+    if rule.rule.type != "mirror":
+        return F.lit(rule.rule.out)
+    topic = F.lit(None).cast("string")
+    for source, out in rule.rule.mirrored:
+        topic = F.when(F.col("__src.topic") == source, F.lit(out)).otherwise(topic)
+    return topic
 
 
 def _number(outputs: DataFrame, run: int, next_offsets: dict[str, int], whole: bool) -> DataFrame:
@@ -127,6 +137,7 @@ def outputs_per_topic(summary: list[cl.Tally], rules: list[CompiledRule]) -> dic
         counted = (row.status == "paired" and row.topic == rule.rule.left) or (
             row.status == "released"
         )
-        if counted:
-            per_topic[rule.rule.out] = per_topic.get(rule.rule.out, 0) + row.n
+        out = dict(rule.rule.mirrored).get(row.topic) if rule.rule.mirrored else rule.rule.out
+        if counted and out is not None:
+            per_topic[out] = per_topic.get(out, 0) + row.n
     return per_topic

@@ -34,6 +34,7 @@ from zync_assets.etl.state import EtlState, figures_metadata, read_state, state_
 from zync_assets.etl.views import ViewOutputs, view_outputs
 from zync_assets.lake.pools import pool_path
 from zync_assets.spark.session import sized_work, union_all
+from zync_assets.specs.ingested import mirrored
 from zync_assets.specs.model import Spec
 
 
@@ -68,7 +69,9 @@ def run_etl(
     as compile_rules made them (a long-lived caller keeps them; default: compiled here);
     `rebuild`: output topics of views to make again from the raw pools (views.py)."""
     spec.require_views(rebuild)
-    compiled = compiled if compiled is not None else compile_rules(spark, spec)
+    spec = mirrored(spec)
+    if compiled is None or any(rule not in [c.rule for c in compiled] for rule in spec.transforms):
+        compiled = compile_rules(spark, spec)  # none given, or a mirror has new topics
     now = now or dt.datetime.now(dt.UTC)
     results = []
     for name in spec.staging_pools():

@@ -45,7 +45,7 @@ from zync_assets.orchestration.raw import (
 from zync_assets.orchestration.resources import zync_resources
 from zync_assets.orchestration.staging import etl_assets
 from zync_assets.orchestration.tables import pattern_asset_name, table_assets
-from zync_assets.orchestration.tokafka import output_topic_assets
+from zync_assets.orchestration.tokafka import mirror_asset_name, output_topic_assets
 from zync_assets.specs.model import Freshness, Spec
 
 AUTOMATION_SENSOR = "zync_automation"
@@ -95,6 +95,11 @@ def downstream_of(pool: str, specs: list[Spec], naming: Naming = DEFAULT_NAMING)
             for staging in spec.staging_pools():
                 keys += [naming.key("staging", staging), naming.key("done", staging)]
             keys += [naming.key("topic", route.topic, output=True) for route in spec.outputs]
+            keys += [
+                naming.key("topic", mirror_asset_name(rule), output=True)
+                for rule in spec.transforms
+                if rule.type == "mirror"
+            ]
         tables = [t for t in spec.tables if spec.transforms or not t.from_staging]
         keys += [naming.key("table", t.name) for t in tables]
         keys += [

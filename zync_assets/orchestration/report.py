@@ -203,6 +203,8 @@ class DagsterReport:
 
     def synced(self, spec: Spec, route: Route, result: SyncResult) -> None:
         self.then.synced(spec, route, result)
+        if route not in spec.outputs:
+            return  # a mirror's topic: its asset (kafka/<pool>_mirror) is a run's to record
         if result.sent:
             self._pass.append(lambda: runless_events([output_topic_materialization(spec, result)]))
 

@@ -2,7 +2,9 @@
 
 A staging pool that a gated or `txn` rule writes to sends its topics together, in Kafka
 transactions that keep each source transaction whole across them (tokafka/together.py):
-its topics are one multi-asset, materialized together.
+its topics are one multi-asset, materialized together. A mirror rule's topics, one per
+source table, are one asset too, `kafka/<pool>_mirror`: a table that appears needs no
+new definition.
 
 (No `from __future__ import annotations`: Dagster reads the asset functions' type hints.)
 """
@@ -25,7 +27,9 @@ from zync_assets.orchestration.conditions import after_checked_upstream, freshne
 from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.resources import resource_keys, zync_step
 from zync_assets.orchestration.versions import TOPIC_KINDS, code_version
+from zync_assets.specs.ingested import mirrored
 from zync_assets.specs.model import Route, Spec
+from zync_assets.specs.rules import Rule
 from zync_assets.tokafka.sync import SyncResult, sync_pool
 
 
@@ -54,7 +58,49 @@ def output_topic_assets(spec: Spec, naming: Naming = DEFAULT_NAMING) -> list:
     ]
     for pool in sorted(together):
         assets.append(_pool_topics_asset(spec, pool, naming))
-    return assets
+    mirrors = [rule for rule in spec.transforms if rule.type == "mirror"]
+    return assets + [_mirror_asset(spec, rule, naming) for rule in mirrors]
+
+
+def mirror_asset_name(rule: Rule) -> str:
+    return f"{rule.pool}_mirror" + ("" if rule.number == 1 else f"_{rule.number}")
+
+
+def _mirror_asset(spec: Spec, rule: Rule, naming: Naming):
+    assert rule.pattern is not None and rule.pool is not None and rule.format is not None
+    pool, pattern = rule.pool, rule.pattern
+    wire = "Avro" if rule.format.value == "avro" else "Kafka Connect JSON"
+
+    @asset(
+        **naming.attributes("topic", mirror_asset_name(rule), output=True,
+                            tags={"zync/stage": "to-kafka"}),
+        deps=[naming.key("staging", pool), naming.key("done", pool)],
+        kinds=TOPIC_KINDS,
+        code_version=code_version(rule),
+        automation_condition=after_checked_upstream(),
+        freshness_policy=freshness_policy(spec.freshness),
+        description=f"Output topics {rule.out}, one per topic matching {pattern.pattern}: "
+        f"staging pool {pool}'s records, exactly once, {wire}.",
+        required_resource_keys=resource_keys(naming),
+    )  # fmt: skip
+    def mirror_topics(context: AssetExecutionContext) -> MaterializeResult:
+        now = mirrored(spec)
+        (expanded,) = [r for r in now.transforms if r.number == rule.number]
+        topics = list(expanded.output_topics)
+        formats = {r.topic: r.format.value for r in now.outputs if r.pool == pool}
+        with zync_step(context, naming) as step:
+            results = sync_pool(
+                step.session(), pool, step.config.kafka, step.registry(),
+                topics=topics, formats=formats,
+            ) if topics else []  # fmt: skip
+        sent = {r.topic: r.sent for r in results if r.topic in topics}
+        context.log.info(f"{pool} → {len(topics)} mirrored topics: sent {sum(sent.values())}")
+        return MaterializeResult(metadata={
+            "topics": len(topics), "sent": sum(sent.values()),
+            "sent_by_topic": MetadataValue.json({t: n for t, n in sent.items() if n}),
+        })  # fmt: skip
+
+    return mirror_topics
 
 
 def pools_sent_together(spec: Spec) -> set[str]:

@@ -52,6 +52,7 @@ from zync_assets.pipeline.failures import clear_failure, explain, record_failure
 from zync_assets.pipeline.maintenance import Maintained, Maintenance
 from zync_assets.spark.session import lane_session, sized_work
 from zync_assets.specs.expiry import parse_expiry
+from zync_assets.specs.ingested import mirrored
 from zync_assets.specs.model import Route, Spec
 from zync_assets.tables.apply import TableResult, apply_table, compile_tables
 from zync_assets.tables.changes import CompiledTable
@@ -191,7 +192,7 @@ class Pipeline:
 
     def _sync_all(self, reporter: PipelineReporter, result: PassResult) -> bool:
         for spec in self.specs:
-            for pool, routes in _routes_by_pool(spec).items():
+            for pool, routes in _routes_by_pool(mirrored(spec)).items():
                 self._sync(spec, pool, routes, reporter, result)
         return True
 
@@ -279,10 +280,12 @@ class Pipeline:
             reporter.transformed(spec, done)
 
     def _etl(self, spec: Spec) -> list[EtlResult]:
-        if spec.name not in self._compiled:  # checked once, against Spark
-            self._compiled[spec.name] = compile_rules(self.spark, spec)
+        now = mirrored(spec)  # a mirror rule takes the topics ingested so far
+        known = self._compiled.get(spec.name)
+        if known is None or [c.rule for c in known] != now.transforms:  # checked once each
+            self._compiled[spec.name] = compile_rules(self.spark, now)
         return run_etl(
-            self.spark, spec, now=dt.datetime.now(dt.UTC), compiled=self._compiled[spec.name]
+            self.spark, now, now=dt.datetime.now(dt.UTC), compiled=self._compiled[spec.name]
         )
 
     def _expiry_due(self, spec: Spec) -> bool:

@@ -73,16 +73,22 @@ class Spec:
         return pools
 
     def staging_pools(self) -> dict[str, list[str]]:
-        """staging pool -> the rules' output topics in it, in file order."""
+        """staging pool -> the rules' output topics in it, in file order (a mirror rule's
+        pool: those of the topics it has mirrored so far, specs/mirror.py)."""
         pools: dict[str, list[str]] = {}
         for route in self.outputs:
             pools.setdefault(route.pool, []).append(route.topic)
+        for rule in self.transforms:
+            if rule.pool is not None:
+                pools.setdefault(rule.pool, [])
         return pools
 
     def rules_of(self, pool: str) -> list[Rule]:
         """The rules whose outputs go to staging pool `pool`: the ETL runs them there."""
         topics = self.staging_pools().get(pool, [])
-        return [r for r in self.transforms if r.out in topics]
+        return [
+            r for r in self.transforms if r.pool == pool or (r.pool is None and r.out in topics)
+        ]
 
     def etl_topics(self, pool: str) -> list[str]:
         """The input topics the ETL of staging pool `pool` reads: its rules' topics and the

@@ -10,7 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zync_assets.codec.formats import WireFormat, wire_format
 from zync_assets.core.errors import ZyncError
+from zync_assets.core.names import POOL_NAME
+from zync_assets.specs.patterns import TopicPattern, check_pattern
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,12 @@ class Rule:
     outs: tuple[str, ...] = ()  # txn: every topic its SQL may yield (`out` is the first)
     relations: tuple[tuple[str, str], ...] = ()  # view: (name in its SQL, input topic)
     key: tuple[str, ...] = ()  # view: the output columns that key its rows
+    # mirror: the topics it takes (`out` is then a name template), its staging pool and
+    # output format; and, once expanded (specs/mirror.py), each topic → its output topic
+    pattern: TopicPattern | None = None
+    pool: str | None = None
+    format: WireFormat | None = None
+    mirrored: tuple[tuple[str, str], ...] = ()
 
     @property
     def topics(self) -> tuple[str, ...]:
@@ -48,7 +57,13 @@ class Rule:
 
     @property
     def output_topics(self) -> tuple[str, ...]:
+        if self.type == "mirror":
+            return tuple(out for _, out in self.mirrored)
         return self.outs or (self.out,)
+
+    def pool_of(self, pools: dict[str, str]) -> str:
+        """Its staging pool, given the pool of each output route."""
+        return self.pool or pools[self.out]
 
 
 RULE_FIELDS = {
@@ -56,7 +71,13 @@ RULE_FIELDS = {
     "stateless": {"type", "where", "in", "out", "sql", "expire-after", "gate"},
     "txn": {"type", "where", "inputs", "group-by", "complete-when", "out", "sql", "expire-after"},
     "view": {"type", "inputs", "key", "out", "sql", "gate"},
-}
+    "mirror": {
+        "type", "topics", "exclude", "out", "pool", "format", "sql", "where", "gate",
+        "expire-after",
+    },
+}  # fmt: skip
+MIRROR_SQL = "in.key AS key, in.after AS value"  # a delete's `after` is null: a tombstone
+MIRROR_PLACEHOLDERS = ("table", "schema", "prefix", "topic")
 GATES = ("transaction",)
 DEBEZIUM_TRANSACTION = "debezium-transaction"  # complete-when: Debezium's END and counts
 TRANSACTION_TOPIC_SUFFIX = ".transaction"  # Debezium's `<topic.prefix>.transaction`
@@ -96,8 +117,13 @@ def _parse_rule(
         raise _fail(path, number, "", "expected a mapping")
     kind = item.get("type")
     if not isinstance(kind, str) or kind not in RULE_FIELDS:
-        raise _fail(path, number, "type", f"unknown type {kind!r} (denorm, stateless, txn or view)")
-    takes = {"denorm": "left and right", "stateless": "in", "txn": "inputs", "view": "inputs"}[kind]
+        raise _fail(
+            path, number, "type", f"unknown type {kind!r} (denorm, stateless, txn, view or mirror)"
+        )
+    takes = {
+        "denorm": "left and right", "stateless": "in", "txn": "inputs", "view": "inputs",
+        "mirror": "topics",
+    }[kind]  # fmt: skip
     if kind != "denorm" and ("left" in item or "right" in item):
         raise _fail(path, number, "left/right", f"a {kind} rule takes {takes}, not left/right")
     if kind != "stateless" and "in" in item:
@@ -110,6 +136,8 @@ def _parse_rule(
         return _parse_txn(path, number, item, input_topics, output_topics)
     if kind == "view":
         return _parse_view(path, number, item, input_topics, output_topics)
+    if kind == "mirror":
+        return _parse_mirror(path, number, item, input_topics)
     needed = ["left", "right", "join-on"] if kind == "denorm" else ["in"]
     for name in [*needed, "out", "sql"]:
         _text(path, number, item, name)
@@ -150,6 +178,68 @@ def _parse_rule(
         gate=gate,
         transaction_topic=_transaction_topic(path, number, topics, input_topics) if gate else None,
     )
+
+
+def _parse_mirror(path: Path, number: int, item: dict, input_topics: set[str]) -> Rule:
+    """A `mirror` rule: every topic its pattern takes (of the spec's inputs, and read by no
+    other rule) to an output topic of its own, named by the template `out`."""
+    excluded = item.get("exclude", [])
+    excluded = [excluded] if isinstance(excluded, str) else excluded
+    if not isinstance(excluded, list):
+        raise _fail(path, number, "exclude", "expected a list of regular expressions")
+    for name, text in [("topics", item.get("topics")), *(("exclude", e) for e in excluded)]:
+        if (problem := check_pattern(text)) is not None:
+            raise _fail(path, number, name, problem)
+    out = _text(path, number, item, "out")
+    if not any(f"{{{p}}}" in out for p in MIRROR_PLACEHOLDERS):
+        raise _fail(path, number, "out", f"{out!r}: name each table's topic with {{table}}, "
+                    "{schema}, {prefix} or {topic}, e.g. 'warehouse.{table}'")  # fmt: skip
+    try:
+        out.format_map(dict.fromkeys(MIRROR_PLACEHOLDERS, "x"))
+    except (KeyError, ValueError, IndexError) as exc:
+        raise _fail(path, number, "out", f"{out!r}: the placeholders are {{table}}, "
+                    f"{{schema}}, {{prefix}} and {{topic}} ({type(exc).__name__}: {exc})") from exc  # fmt: skip
+    pool = item.get("pool")
+    if not isinstance(pool, str) or not POOL_NAME.match(pool):
+        raise _fail(path, number, "pool", f"{pool!r}: name the staging pool its outputs go to")
+    try:
+        formats = wire_format(item.get("format"), None)
+    except ZyncError as exc:
+        raise _fail(path, number, "format", str(exc)) from exc
+    gate = item.get("gate")
+    if gate is not None and gate not in GATES:
+        raise _fail(path, number, "gate", f"unknown gate {gate!r} (transaction)")
+    pattern = TopicPattern(item["topics"], pool, formats, tuple(excluded))
+    sql = item.get("sql", MIRROR_SQL)
+    if not isinstance(sql, str) or not sql.strip():
+        raise _fail(path, number, "sql", "missing or empty")
+    return Rule(
+        number=number, type="mirror", out=out, sql=sql.strip().rstrip(","),
+        where=_where(path, number, item), gate=gate,
+        expire_after=_expiry(path, number, item, gated=gate is not None),
+        transaction_topic=_mirror_transaction_topic(path, number, pattern, input_topics)
+        if gate else None,
+        pattern=pattern, pool=pool, format=formats,
+    )  # fmt: skip
+
+
+def _mirror_transaction_topic(
+    path: Path, number: int, pattern: TopicPattern, inputs: set[str]
+) -> str:
+    """A gated mirror's transaction topic: the input `<prefix>.transaction` whose prefix
+    its pattern starts with."""
+    for topic in sorted(inputs, key=len, reverse=True):
+        prefix = topic.removesuffix("transaction")
+        if topic.endswith(TRANSACTION_TOPIC_SUFFIX) and pattern.pattern.startswith(
+            (prefix, re.escape(prefix))
+        ):
+            return topic
+    raise _fail(
+        path, number, "gate",
+        f"the spec reads no Debezium transaction topic for {pattern.pattern}: add "
+        "`<topic.prefix>.transaction` to its inputs (the connector needs "
+        "provide.transaction.metadata=true)",
+    )  # fmt: skip
 
 
 def _parse_txn(
@@ -354,8 +444,8 @@ def _check_gates(path: Path, rules: list[Rule], outputs: list) -> None:
     pools: dict[str, set[str]] = {}
     for rule in rules:
         if rule.transaction_topic:
-            pools.setdefault(rule.transaction_topic, set()).add(pool_of[rule.out])
-        if len({pool_of[t] for t in rule.output_topics}) > 1:
+            pools.setdefault(rule.transaction_topic, set()).add(rule.pool_of(pool_of))
+        if rule.type != "mirror" and len({pool_of[t] for t in rule.output_topics}) > 1:
             raise _fail(path, rule.number, "out", "its topics live in several staging pools; "
                         "one rule's outputs are committed to one")  # fmt: skip
     for topic, found in pools.items():
@@ -375,7 +465,7 @@ def _check_output_pools(path: Path, rules: list, outputs: list) -> None:
     pools_by_input: dict[str, set[str]] = {}
     for rule in rules:
         for topic in rule.topics:
-            pools_by_input.setdefault(topic, set()).add(pool_of[rule.out])
+            pools_by_input.setdefault(topic, set()).add(rule.pool_of(pool_of))
     for topic, pools in pools_by_input.items():
         if len(pools) > 1:
             raise ZyncError(

@@ -16,10 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from zync_assets.core.errors import ZyncError
-from zync_assets.lake.pools import pool_exists, pool_path
-from zync_assets.lake.progress import read_progress
+from zync_assets.specs.ingested import ingested_topics
 from zync_assets.specs.model import Spec
-from zync_assets.specs.patterns import is_plumbing
 from zync_assets.specs.tables import TableDef
 
 
@@ -67,18 +65,3 @@ def lake_tables(spec: Spec) -> LakeTables:
             tables.append(table)
             made_by[table.name] = number
     return LakeTables(tables, refused, made_by)
-
-
-def ingested_topics(spec: Spec) -> dict[str, str]:
-    """Each input topic of the spec that its raw pool has ingested (sorted) → the pool."""
-    named = {route.topic for route in spec.inputs}
-    found: dict[str, str] = {}
-    for pool in spec.raw_pools():
-        path = pool_path(pool)
-        if not pool_exists(path):
-            continue
-        for topic in read_progress(path).offsets:
-            ours = topic in named or any(p.matches(topic) for p in spec.patterns)
-            if ours and not is_plumbing(topic):
-                found.setdefault(topic, pool)
-    return dict(sorted(found.items()))
