@@ -1,6 +1,7 @@
 """A mirror rule: each topic its pattern takes to an output topic of its own, the row
-flattened, a delete as a tombstone; a topic that appears while the pipeline runs gets
-its output; a topic another rule reads stays that rule's. Real Kafka, registry, Spark,
+flattened, a delete as a tombstone, a truncate as a tombstone per row; a topic that
+appears while the pipeline runs gets its output; a topic another rule reads stays that
+rule's. Real Kafka, registry, Spark,
 Delta; the spec's parsing and expansion are unit tests."""
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ def test_a_mirror_sends_each_tables_rows_to_its_own_topic_new_tables_included(
         produce_json(stack, topic["c"], rows(7, 8))  # a table created mid-run
         time.sleep(1.2)
         pipe.pass_once(Unheard())
+        # b truncated (its one row gone), then a row of it again, in one pass.
+        produce_json(stack, topic["b"], [(None, {"op": "t"}), *rows(6, 7)])
         pipe.pass_once(Unheard())
 
     def received(name: str) -> list:
@@ -120,7 +123,9 @@ def test_a_mirror_sends_each_tables_rows_to_its_own_topic_new_tables_included(
         ({"id": 0}, {"id": 0, "name": "n0"}), ({"id": 1}, {"id": 1, "name": "n1"}),
         ({"id": 0}, None),  # the delete: a tombstone
     ]  # fmt: skip
-    assert received(f"wh_{prefix}.b") == [({"id": 5}, {"id": 5, "name": "n5"})]
+    assert received(f"wh_{prefix}.b") == [
+        ({"id": 5}, {"id": 5, "name": "n5"}), ({"id": 5}, None), ({"id": 6}, {"id": 6, "name": "n6"}),
+    ]  # fmt: skip
     assert received(f"wh_{prefix}.c") == [({"id": 7}, {"id": 7, "name": "n7"})]
     assert received(f"{prefix}_special_out") == [({"id": 9}, {"special": 9})]
     from zync_assets.kafka.clients import topic_names

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from zync_assets.core.errors import ZyncError
 from zync_assets.core.locations import state_dir
 from zync_assets.spark.connect import SPARK_CONNECT_PORT
 from zync_assets.stack.dagster import DAGSTER_PORT
@@ -220,14 +221,17 @@ def _with_ports(command):
 @click.option(
     "--database", required=True, help="The source database (on the stack's source PostgreSQL)."
 )
-@click.option("--tables", required=True,
+@click.option("--tables",
               help="Comma-separated schema.table names to capture, e.g. public.customers,public.accounts.")  # fmt: skip
+@click.option("--schema", help="Capture every table of this schema instead, tables created "
+              "later and truncates included, e.g. public.")  # fmt: skip
 @click.option("--topic-prefix", help="Debezium's topic.prefix [default: NAME].")
 @_FORMAT
 @_with_ports
 def connector_source(
-    name: str, database: str, tables: str, topic_prefix: str | None, wire_format: str,
-    source_db_port: int, warehouse_db_port: int, connect_port: int, registry_port: int,
+    name: str, database: str, tables: str | None, schema: str | None, topic_prefix: str | None,
+    wire_format: str, source_db_port: int, warehouse_db_port: int, connect_port: int,
+    registry_port: int,
 ) -> None:  # fmt: skip
     """Capture TABLES of DATABASE with Debezium's PostgreSQL source named NAME: the
     connector's role, SELECT on the tables, a publication and a slot named after NAME, and
@@ -235,29 +239,38 @@ def connector_source(
     Prints the topics, as a spec's inputs take them."""
     from zync_assets.stack.register import register_source
 
+    if (tables is None) == (schema is None):
+        raise ZyncError("give --tables (some tables) or --schema (all of a schema's)")
     at = _addresses(source_db_port, warehouse_db_port, connect_port, registry_port)
-    listed = [t.strip() for t in tables.split(",") if t.strip()]
-    topics = register_source(at, name, database, listed, wire_format, topic_prefix)
+    listed = [t.strip() for t in (tables or "").split(",") if t.strip()]
+    topics = register_source(at, name, database, listed, wire_format, topic_prefix, schema=schema)
     click.echo(f"connector {name} runs; its topics, for a spec's inputs:")
     for topic in topics:
-        click.echo(f"  - {{topic: {topic}, pool: Raw, format: {wire_format}}}")
+        key = "topic" if schema is None else "topics"
+        shown = topic if schema is None else f"'{topic}'"
+        click.echo(f"  - {{{key}: {shown}, pool: Raw, format: {wire_format}}}")
 
 
 @connector.command("sink")
 @click.argument("name")
-@click.option("--topics", required=True, help="Comma-separated output topics to upsert.")
+@click.option("--topics", help="Comma-separated output topics to upsert.")
+@click.option("--topics-regex", help="Upsert every topic this matches instead, new ones "
+              "included (Kafka Connect's topics.regex), e.g. 'warehouse_.*'.")  # fmt: skip
 @_FORMAT
 @_with_ports
 def connector_sink(
-    name: str, topics: str, wire_format: str, source_db_port: int, warehouse_db_port: int,
-    connect_port: int, registry_port: int,
+    name: str, topics: str | None, topics_regex: str | None, wire_format: str,
+    source_db_port: int, warehouse_db_port: int, connect_port: int, registry_port: int,
 ) -> None:  # fmt: skip
     """Upsert TOPICS into the stack's warehouse with Debezium's JDBC sink named NAME
     (resources/connect/jdbc-sink.json): a table per topic named after it, a tombstone
     deletes its row; waited on until it runs."""
     from zync_assets.stack.register import register_sink
 
+    if (topics is None) == (topics_regex is None):
+        raise ZyncError("give --topics (some topics) or --topics-regex (a pattern)")
     at = _addresses(source_db_port, warehouse_db_port, connect_port, registry_port)
-    listed = [t.strip() for t in topics.split(",") if t.strip()]
-    register_sink(at, name, listed, wire_format)
-    click.echo(f"connector {name} runs: {', '.join(listed)} → warehouse tables of those names")
+    listed = [t.strip() for t in (topics or "").split(",") if t.strip()]
+    register_sink(at, name, listed, wire_format, topics_regex=topics_regex)
+    what = ", ".join(listed) or f"the topics matching {topics_regex}"
+    click.echo(f"connector {name} runs: {what} → warehouse tables of those names")

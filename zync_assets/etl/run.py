@@ -26,6 +26,7 @@ from zync_assets.etl.commit import append_pass
 from zync_assets.etl.compile import CompiledRule, compile_rules
 from zync_assets.etl.expired import copy_expired
 from zync_assets.etl.groups import group_outputs
+from zync_assets.etl.mirror_truncates import truncate_tombstones
 from zync_assets.etl.open_txns import TransactionCounts, transaction_counts
 from zync_assets.etl.pending import classified_events, oldest_pending
 from zync_assets.etl.records import DONE_STATUS, done_records, output_records, outputs_per_topic
@@ -153,6 +154,9 @@ def _transform(
                 spec.path,
                 frozenset(rebuilding),
                 lambda topics: history(spark, spec, topics, snap.raw_end),
+            ),
+            truncate_tombstones(
+                classified, rules, lambda topics: history(spark, spec, topics, snap.raw_end)
             ),
         ):
             if made is None:

@@ -77,6 +77,9 @@ RULE_FIELDS = {
     },
 }  # fmt: skip
 MIRROR_SQL = "in.key AS key, in.after AS value"  # a delete's `after` is null: a tombstone
+# A mirror forwards row changes: not Debezium's tombstones (the delete before one already
+# made its tombstone), truncates or messages, which a row-by-row sink has no record for.
+MIRROR_WHERE = "op IN ('c', 'r', 'u', 'd')"
 MIRROR_PLACEHOLDERS = ("table", "schema", "prefix", "topic")
 GATES = ("transaction",)
 DEBEZIUM_TRANSACTION = "debezium-transaction"  # complete-when: Debezium's END and counts
@@ -215,7 +218,7 @@ def _parse_mirror(path: Path, number: int, item: dict, input_topics: set[str]) -
         raise _fail(path, number, "sql", "missing or empty")
     return Rule(
         number=number, type="mirror", out=out, sql=sql.strip().rstrip(","),
-        where=_where(path, number, item), gate=gate,
+        where=_where(path, number, item) or MIRROR_WHERE, gate=gate,
         expire_after=_expiry(path, number, item, gated=gate is not None),
         transaction_topic=_mirror_transaction_topic(path, number, pattern, input_topics)
         if gate else None,

@@ -69,30 +69,44 @@ def check_tables(tables: list[str]) -> list[str]:
 def register_source(
     at: StackAddresses, name: str, database: str, tables: list[str], wire_format: str,
     topic_prefix: str | None = None, publication: str | None = None,
+    schema: str | None = None,
 ) -> list[str]:  # fmt: skip
-    """Capture `tables` of `database` with connector `name`; the topics it writes
-    (`<topic prefix>.<schema>.<table>`, the prefix `name` unless given). The replication
-    slot and the publication are named after the connector (`-` as `_`) unless given."""
+    """Capture `tables` of `database` with connector `name` (or, with `schema`, every
+    table of that schema, tables created later included); the topics it writes
+    (`<topic prefix>.<schema>.<table>`, the prefix `name` unless given; for a schema, the
+    pattern of them). The replication slot and the publication are named after the
+    connector (`-` as `_`) unless given."""
     check_connector(name)
-    check_tables(tables)
+    if schema is None:
+        check_tables(tables)
+    else:
+        check_name("schema", schema)
     prefix = topic_prefix or name
     publication = check_name("publication", publication or name.replace("-", "_"))
-    _prepare_source(at.source_port, database, publication, tables)
+    _prepare_source(at.source_port, database, publication, tables, schema)
     config = connector_config(
         "postgres-source", wire_format, source_port=str(at.source_port), database=database,
         topic_prefix=prefix, slot=publication, publication=publication,
         tables=",".join(tables), registry_v2=at.registry_v2,
     )  # fmt: skip
+    if schema is not None:  # the whole schema, and its truncates (Debezium skips them)
+        del config["table.include.list"]
+        config |= {"schema.include.list": schema, "skipped.operations": "none"}
     connect = ConnectApi(at.connect_url)
     connect.put(name, config)
     connect.wait_running(name)
+    if schema is not None:
+        return [f"{re.escape(prefix)}\\.{schema}\\..*"]
     return [f"{prefix}.{table}" for table in tables]
 
 
-def _prepare_source(port: int, database: str, publication: str, tables: list[str]) -> None:
+def _prepare_source(
+    port: int, database: str, publication: str, tables: list[str], schema: str | None = None
+) -> None:
     import psycopg
 
-    listed = ", ".join(tables)
+    listed = ", ".join(tables) if schema is None else f"ALL TABLES IN SCHEMA {schema}"
+    published = f"TABLE {listed}" if schema is None else f"TABLES IN SCHEMA {schema}"
     try:
         with psycopg.connect(postgres.dsn(port, database), autocommit=True) as conn:
             conn.execute(f"""
@@ -103,11 +117,14 @@ def _prepare_source(port: int, database: str, publication: str, tables: list[str
                 END $$
             """)  # fmt: skip
             conn.execute(f"GRANT SELECT ON {listed} TO {CONNECTOR_ROLE}")
+            if schema is not None:  # and the tables created later
+                conn.execute(f"ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} "
+                             f"GRANT SELECT ON TABLES TO {CONNECTOR_ROLE}")  # fmt: skip
             exists = conn.execute(
                 "SELECT 1 FROM pg_publication WHERE pubname = %s", [publication]
             ).fetchone()
-            verb = "ALTER PUBLICATION {} SET TABLE" if exists else "CREATE PUBLICATION {} FOR TABLE"
-            conn.execute(f"{verb.format(publication)} {listed}")
+            verb = "ALTER PUBLICATION {} SET" if exists else "CREATE PUBLICATION {} FOR"
+            conn.execute(f"{verb.format(publication)} {published}")
     except psycopg.Error as exc:
         first = str(exc).strip().splitlines()[0]
         raise ZyncError(
@@ -118,17 +135,21 @@ def _prepare_source(port: int, database: str, publication: str, tables: list[str
 
 def register_sink(
     at: StackAddresses, name: str, topics: list[str], wire_format: str,
-    database: str = postgres.WAREHOUSE.database,
+    database: str = postgres.WAREHOUSE.database, topics_regex: str | None = None,
 ) -> None:  # fmt: skip
-    """Upsert `topics` into the warehouse `database` with connector `name`, a table per
-    topic named after it; a tombstone deletes its row."""
+    """Upsert `topics` (or every topic `topics_regex` matches, new ones included) into the
+    warehouse `database` with connector `name`, a table per topic named after it; a
+    tombstone deletes its row."""
     check_connector(name)
-    if not topics:
+    if not topics and topics_regex is None:
         raise ZyncError("no topics: name at least one, e.g. --topics shop_invoices")
     config = connector_config(
         "jdbc-sink", wire_format, topics=",".join(topics), warehouse_port=str(at.warehouse_port),
         database=database, registry_v2=at.registry_v2,
     )  # fmt: skip
+    if topics_regex is not None:
+        del config["topics"]
+        config["topics.regex"] = topics_regex
     connect = ConnectApi(at.connect_url)
     connect.put(name, config)
     connect.wait_running(name)

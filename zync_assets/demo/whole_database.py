@@ -1,0 +1,199 @@
+"""A whole source database for the mirror example, its test and its benchmark: tables of
+several shapes, a workload over all of them, and each table's rows as the source, a
+lake table and the warehouse hold them, in one comparable form.
+
+The shapes, cycled over the tables: a plain row (bigint key, text, numeric, date,
+boolean), a UUID key, a composite key (text, int), a wide row (30 columns), and a
+TOASTed text column (20,000 characters, stored out of line: an update that leaves it
+alone carries Debezium's placeholder). `nopk` has no primary key: Debezium keys its
+messages by nothing, so its spec leaves it out (docs/debezium.md says what to do).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+SHAPES = ("plain", "uuid", "composite", "wide", "toasted")
+WIDE_COLUMNS = 30
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    shape: str
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return ("region", "num") if self.shape == "composite" else ("id",)
+
+    @property
+    def columns(self) -> list[str]:
+        if self.shape == "plain":
+            return ["id", "name", "amount", "day", "flag"]
+        if self.shape == "uuid":
+            return ["id", "name", "amount"]
+        if self.shape == "composite":
+            return ["region", "num", "name"]
+        if self.shape == "wide":
+            return ["id", *(f"c{i:02d}" for i in range(WIDE_COLUMNS))]
+        return ["id", "name", "bio"]
+
+    def ddl(self) -> str:
+        types = {
+            "plain": "id bigint PRIMARY KEY, name text, amount numeric(10, 2), day date, "
+            "flag boolean",
+            "uuid": "id uuid PRIMARY KEY, name text, amount numeric(10, 2)",
+            "composite": "region text, num int, name text, PRIMARY KEY (region, num)",
+            "wide": "id bigint PRIMARY KEY, "
+            + ", ".join(f"c{i:02d} {'text' if i % 2 else 'bigint'}" for i in range(WIDE_COLUMNS)),
+            "toasted": "id bigint PRIMARY KEY, name text, bio text",
+        }[self.shape]
+        external = (
+            f"; ALTER TABLE {self.name} ALTER COLUMN bio SET STORAGE EXTERNAL"
+            if self.shape == "toasted"
+            else ""
+        )
+        return f"CREATE TABLE {self.name} ({types}){external}"
+
+    def row(self, n: int, version: int = 0) -> list[Any]:
+        """Row `n` at `version` (its key stays; the rest changes with the version)."""
+        name = f"{self.name}-{n}-v{version}"
+        if self.shape == "plain":
+            day = dt.date(2024, 1, 1) + dt.timedelta(days=n + version)
+            return [n, name, Decimal(n * 100 + version) / 4, day, (n + version) % 2 == 0]
+        if self.shape == "uuid":
+            return [uuid.UUID(int=n + 1), name, Decimal(n) + Decimal("0.25") * version]
+        if self.shape == "composite":
+            return [("north", "south")[n % 2], n, name]
+        if self.shape == "wide":
+            return [n, *(f"{name}/{i}" if i % 2 else n * i + version for i in range(WIDE_COLUMNS))]
+        bio = (f"{self.name}:{n}:" * 1500)[:20_000]  # the same bio each version: TOAST
+        return [n, name, bio]
+
+
+def tables(count: int) -> list[Table]:
+    return [Table(f"t{i:02d}", SHAPES[i % len(SHAPES)]) for i in range(1, count + 1)]
+
+
+NOPK_DDL = "CREATE TABLE nopk (note text, at date)"
+
+
+def schema_ddl(chosen: Iterable[Table]) -> str:
+    return ";\n".join([*(t.ddl() for t in chosen), NOPK_DDL]) + ";"
+
+
+def insert(conn: Any, table: Table, n: int, version: int = 0) -> None:
+    marks = ", ".join(["%s"] * len(table.columns))
+    conn.execute(
+        f"INSERT INTO {table.name} ({', '.join(table.columns)}) VALUES ({marks})",
+        table.row(n, version),
+    )
+
+
+def update(conn: Any, table: Table, n: int, version: int) -> None:
+    """Every column but the key (and a TOASTed table's bio, which stays out of the event)."""
+    values = dict(zip(table.columns, table.row(n, version), strict=True))
+    changed = [c for c in table.columns if c not in table.keys and c != "bio"]
+    sets = ", ".join(f"{c} = %s" for c in changed)
+    where = " AND ".join(f"{k} = %s" for k in table.keys)
+    conn.execute(
+        f"UPDATE {table.name} SET {sets} WHERE {where}",
+        [values[c] for c in changed] + [values[k] for k in table.keys],
+    )
+
+
+def delete(conn: Any, table: Table, n: int) -> None:
+    values = dict(zip(table.columns, table.row(n), strict=True))
+    where = " AND ".join(f"{k} = %s" for k in table.keys)
+    conn.execute(f"DELETE FROM {table.name} WHERE {where}", [values[k] for k in table.keys])
+
+
+def move_key(conn: Any, table: Table, n: int) -> None:
+    """A primary-key update: Debezium's delete of the old key and create of the new."""
+    if table.shape == "composite":
+        region = ("north", "south")[n % 2]
+        conn.execute(
+            f"UPDATE {table.name} SET num = num + 1000 WHERE region = %s AND num = %s", [region, n]
+        )
+    elif table.shape == "uuid":
+        conn.execute(f"UPDATE {table.name} SET id = %s WHERE id = %s",
+                     [uuid.UUID(int=n + 1001), uuid.UUID(int=n + 1)])  # fmt: skip
+    else:
+        conn.execute(f"UPDATE {table.name} SET id = id + 1000 WHERE id = %s", [n])
+
+
+@dataclass
+class Workload:
+    """Random transactions over the tables: inserts, updates, deletes, key moves."""
+
+    chosen: list[Table]
+    seed: int = 7
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.live: dict[str, set[int]] = {t.name: set() for t in self.chosen}
+        self.version = 0
+
+    def seed_rows(self, conn: Any, per_table: int) -> None:
+        for table in self.chosen:
+            for n in range(per_table):
+                insert(conn, table, n)
+                self.live[table.name].add(n)
+
+    def transaction(self, connect: Callable[[], Any], changes: int = 6) -> None:
+        with connect() as conn, conn.transaction():
+            for _ in range(changes):
+                self._change(conn, self.rng.choice(self.chosen))
+
+    def _change(self, conn: Any, table: Table) -> None:
+        live = self.live[table.name]
+        self.version += 1
+        kind = self.rng.random()
+        if not live or kind < 0.35:
+            n = self.rng.randrange(100, 900)
+            if n not in live:
+                insert(conn, table, n, self.version)
+                live.add(n)
+        elif kind < 0.8:
+            update(conn, table, self.rng.choice(sorted(live)), self.version)
+        elif kind < 0.93:
+            n = self.rng.choice(sorted(live))
+            delete(conn, table, n)
+            live.discard(n)
+        else:
+            movable = sorted(n for n in live if n < 100)  # a moved key leaves the range
+            if movable:
+                n = self.rng.choice(movable)
+                move_key(conn, table, n)
+                live.discard(n)
+
+
+def comparable(value: Any) -> Any:
+    """A value as every side holds it: a UUID as its text, a decimal without its scale."""
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, Decimal):
+        return value.normalize()
+    return value
+
+
+def rows_of(found: Iterable[Iterable[Any]]) -> list[tuple]:
+    return sorted(
+        (tuple(comparable(v) for v in row) for row in found),
+        key=lambda row: tuple(str(v) for v in row),
+    )
+
+
+def source_rows(conn: Any, table: Table) -> list[tuple]:
+    return rows_of(conn.execute(f"SELECT {', '.join(table.columns)} FROM {table.name}"))
+
+
+def lake_rows(spark: Any, path: str, table: Table) -> list[tuple]:
+    frame = spark.read.format("delta").load(path).select(*table.columns)
+    return rows_of(frame.collect())

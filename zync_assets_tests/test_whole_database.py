@@ -1,0 +1,125 @@
+"""A whole database with one spec, on the real chain: PostgreSQL → Debezium (the whole
+schema) → Kafka → `zync run --follow` → Debezium's JDBC sink (topics.regex) → PostgreSQL.
+
+50 tables of five shapes (zync_assets/demo/whole_database.py) and one without a primary
+key, which the spec leaves out. A workload of inserts, updates, deletes and primary-key
+moves over all of them, a truncate, and a table created mid-run; the pipeline is killed
+with SIGKILL and Kafka Connect restarted in the middle of it. A spec of six lines keeps a
+lake table per source table and a warehouse table per source table: after convergence
+every one equals its source table.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from zync_assets.demo import whole_database as db
+from zync_assets.lake.pools import pool_exists, table_path
+from zync_assets.stack.register import register_sink, register_source
+from zync_assets.stack.services import CdcPorts
+from zync_assets_tests.conftest import Stack
+from zync_assets_tests.test_debezium_chain import make_chain
+from zync_assets_tests.test_debezium_restarts import Stage, restart_connect
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TABLES = 50
+TRANSACTIONS = 60
+CONVERGE_TIMEOUT_S = 420
+
+
+def whole_spec(prefix: str) -> str:
+    """The whole spec: the database's tables into the lake and the warehouse."""
+    return (
+        "inputs:\n"
+        f"  - {{topics: '{prefix}\\.public\\..*', exclude: ['{prefix}\\.public\\.nopk'], "
+        "pool: Whole}\n"
+        "transforms:\n"
+        f"  - {{type: mirror, topics: '{prefix}\\.public\\..*', out: '{prefix}_wh_{{table}}', "
+        "pool: WholeOut}\n"
+        "tables:\n"
+        f"  - {{topics: '{prefix}\\.public\\..*', name: '{{table}}'}}\n"
+    )
+
+
+def mismatches(spark, chain, chosen: list[db.Table]) -> dict[str, str]:
+    """Each table whose lake or warehouse copy differs from its source table, and how."""
+    wrong: dict[str, str] = {}
+    with chain.source() as source, chain.warehouse() as warehouse:
+        for table in chosen:
+            want = db.source_rows(source, table)
+            path = table_path(table.name)
+            lake = db.lake_rows(spark, path, table) if pool_exists(path) else None
+            if lake != want:
+                wrong[f"lake {table.name}"] = f"{len(lake or [])} rows, want {len(want)}"
+            try:
+                stored = db.rows_of(warehouse.execute(
+                    f"SELECT {', '.join(table.columns)} FROM {chain.name}_wh_{table.name}"
+                ))  # fmt: skip
+            except psycopg.errors.UndefinedTable:
+                stored = None
+            if stored != want:
+                wrong[f"warehouse {table.name}"] = f"{len(stored or [])} rows, want {len(want)}"
+    return wrong
+
+
+@pytest.mark.timeout(1500)
+def test_one_short_spec_mirrors_a_whole_database_through_a_kill_and_a_connect_restart(
+    stack: Stack, cdc_ports: CdcPorts, spark, lake: Path, tmp_path: Path
+) -> None:
+    chain = make_chain(stack, cdc_ports, "whole_db", "avro")
+    chosen = db.tables(TABLES)
+    chain.create_source_tables(db.schema_ddl(chosen))
+    workload = db.Workload(chosen)
+    with chain.source() as conn, conn.transaction():
+        workload.seed_rows(conn, per_table=10)
+        conn.execute("INSERT INTO nopk VALUES ('no key', '2024-01-01')")
+    (pattern,) = register_source(
+        chain.addresses, f"{chain.name}-source", chain.name, [], "avro",
+        topic_prefix=chain.name, publication=chain.name, schema="public",
+    )  # fmt: skip
+    assert pattern == f"{chain.name}\\.public\\..*"
+    register_sink(chain.addresses, f"{chain.name}-sink", [], "avro",
+                  topics_regex=f"{chain.name}_wh_.*")  # fmt: skip
+    spec = tmp_path / "whole.yaml"
+    spec.write_text(whole_spec(chain.name))
+    assert len(spec.read_text().splitlines()) <= 15
+    pipeline = Stage(
+        "run", ["run", "--follow", "--interval", "1s", str(spec)],
+        stack.env(ZYNC_LAKE=str(lake)), tmp_path,
+    )  # fmt: skip
+    pipeline.ensure_running()
+    try:
+        for i in range(TRANSACTIONS):
+            workload.transaction(chain.source)
+            if i == TRANSACTIONS // 3:
+                pipeline.kill()  # SIGKILL, mid-workload
+                pipeline.ensure_running()
+            if i == TRANSACTIONS // 2:
+                restart_connect(stack, cdc_ports)
+            if i == 2 * TRANSACTIONS // 3:
+                added = db.Table("t51", "uuid")  # a table created mid-run
+                with chain.source() as conn, conn.transaction():
+                    conn.execute(added.ddl())
+                    for n in range(5):
+                        db.insert(conn, added, n)
+                chosen.append(added)
+                with chain.source() as conn:
+                    conn.execute("TRUNCATE t05")
+            time.sleep(0.2)
+        deadline, wrong = time.monotonic() + CONVERGE_TIMEOUT_S, {"": "not checked"}
+        while wrong and time.monotonic() < deadline:
+            time.sleep(5)
+            wrong = mismatches(spark, chain, chosen)
+    finally:
+        pipeline.stop()
+    log = pipeline.log.read_text()
+    assert not wrong, f"{len(wrong)} of {2 * len(chosen)} copies differ: {wrong}\n{log[-3000:]}"
+    with chain.source() as conn:
+        assert conn.execute("SELECT count(*) FROM t05").fetchone() == (0,)  # it did truncate
+    assert "nopk" not in log or "carry no key" not in log
+    assert pipeline.starts == 2
