@@ -46,6 +46,13 @@ def whole_spec(prefix: str) -> str:
     )
 
 
+def wait_for(done, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "the pipeline never got that far"
+        time.sleep(1)
+
+
 def mismatches(spark, chain, chosen: list[db.Table]) -> dict[str, str]:
     """Each table whose lake or warehouse copy differs from its source table, and how."""
     wrong: dict[str, str] = {}
@@ -89,7 +96,7 @@ def test_one_short_spec_mirrors_a_whole_database_through_a_kill_and_a_connect_re
     spec.write_text(whole_spec(chain.name))
     assert len(spec.read_text().splitlines()) <= 15
     pipeline = Stage(
-        "run", ["run", "--follow", "--interval", "1s", str(spec)],
+        "run", ["run", "--follow", "--no-dagster", "--interval", "1s", str(spec)],
         stack.env(ZYNC_LAKE=str(lake)), tmp_path,
     )  # fmt: skip
     pipeline.ensure_running()
@@ -97,7 +104,8 @@ def test_one_short_spec_mirrors_a_whole_database_through_a_kill_and_a_connect_re
         for i in range(TRANSACTIONS):
             workload.transaction(chain.source)
             if i == TRANSACTIONS // 3:
-                pipeline.kill()  # SIGKILL, mid-workload
+                wait_for(lambda: "WholeOut →" in pipeline.log.read_text())  # mid-work
+                pipeline.kill()  # SIGKILL
                 pipeline.ensure_running()
             if i == TRANSACTIONS // 2:
                 restart_connect(stack, cdc_ports)

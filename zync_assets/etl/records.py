@@ -3,6 +3,8 @@ per output topic in source order (order.py), and one done record per consumed ev
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -14,6 +16,7 @@ from zync_assets.etl.compile import CompiledRule, select_outputs
 from zync_assets.etl.gate import TXN, TXN_POS
 from zync_assets.etl.order import moved_outputs, output_offset, with_effective_position
 from zync_assets.spark.session import union_all
+from zync_assets.specs.rules import MIRROR_SQL
 
 SOURCE_TYPE = "struct<topic: string, partition: int, offset: bigint>"
 
@@ -29,9 +32,11 @@ DONE_STATUS = {
 def output_records(
     classified: DataFrame, pairs: list[cl.Pairs], rules: list[CompiledRule], run: int,
     next_offsets: dict[str, int], yielded: list[DataFrame] | None = None,
+    mirrored: Callable[[DataFrame], DataFrame] = lambda rows: rows,
 ) -> DataFrame | None:  # fmt: skip
     """Output records of this pass (None: no rule produced any), numbered per output topic;
-    `yielded`: the outputs of `txn` and `view` rules (groups.py, views.py)."""
+    `yielded`: the outputs of `txn` and `view` rules (groups.py, views.py); `mirrored`:
+    what a mirror's rows go through before they are numbered (mirror_toast.py)."""
     produced = []
     carry = ["__pos", "__src", TXN]
     for found in pairs:
@@ -50,7 +55,10 @@ def output_records(
             F.col("kafka").alias("__src"),
             TXN,
         )
-        produced.append((rule, select_outputs(frame, rule.rule.sql, carry)))
+        rows = select_outputs(frame, rule.rule.sql, carry)
+        if rule.rule.type == "mirror" and rule.rule.sql == MIRROR_SQL:  # the value is `after`
+            rows = mirrored(rows)
+        produced.append((rule, rows))
     parts = [
         out.select(
             _output_topic(rule).alias("__topic"),

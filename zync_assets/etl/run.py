@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from zync_assets.core.offsets import Offsets
 from zync_assets.etl import classify as cl
@@ -26,6 +26,7 @@ from zync_assets.etl.commit import append_pass
 from zync_assets.etl.compile import CompiledRule, compile_rules
 from zync_assets.etl.expired import copy_expired
 from zync_assets.etl.groups import group_outputs
+from zync_assets.etl.mirror_toast import with_toasted_values
 from zync_assets.etl.mirror_truncates import truncate_tombstones
 from zync_assets.etl.open_txns import TransactionCounts, transaction_counts
 from zync_assets.etl.pending import classified_events, oldest_pending
@@ -143,6 +144,10 @@ def _transform(
         run, attempt = snap.state.run + 1, uuid.uuid4().hex
         per_topic = outputs_per_topic(summary, rules)
         yielded, states = [], []
+
+        def past(topics: tuple[str, ...]) -> DataFrame:  # the topics' events so far
+            return history(spark, spec, topics, snap.raw_end)
+
         for made in (
             group_outputs(classified, rules, spec.path),
             view_outputs(
@@ -153,11 +158,9 @@ def _transform(
                 path,
                 spec.path,
                 frozenset(rebuilding),
-                lambda topics: history(spark, spec, topics, snap.raw_end),
+                past,
             ),
-            truncate_tombstones(
-                classified, rules, lambda topics: history(spark, spec, topics, snap.raw_end)
-            ),
+            truncate_tombstones(classified, rules, past),
         ):
             if made is None:
                 continue
@@ -167,7 +170,10 @@ def _transform(
             for topic, n in made.per_topic.items():
                 per_topic[topic] = per_topic.get(topic, 0) + n
         next_offsets = dict(snap.state.next_offsets)
-        outputs = output_records(classified, pairs, rules, run, next_offsets, yielded)
+        outputs = output_records(
+            classified, pairs, rules, run, next_offsets, yielded,
+            mirrored=lambda rows: with_toasted_values(rows, past),
+        )  # fmt: skip
         for topic, n in per_topic.items():
             next_offsets[topic] = next_offsets.get(topic, 0) + n
         records = union_all([done_records(classified, run), *states])

@@ -310,15 +310,24 @@ class Pipeline:
         if version is None or self._sync_saw.get(pool) == version:
             return  # no staging yet, or nothing committed since the last sync
         state = read_state(pool_path(pool), spec.name)
+        formats = {r.topic: r.format.value for r in routes}  # a pool sent together: all
+        # The topics with records this process has not sent (all, the first time): a
+        # pool of many topics (a mirror's) sends the few a change touched.
+        routes = [
+            r for r in routes
+            if r.topic not in self._sent or state.next_offsets.get(r.topic, 0) > self._sent[r.topic]
+        ]  # fmt: skip
+        if not routes:
+            self._sync_saw[pool] = version
+            return
         unsent = [
             state.next_offsets.get(r.topic, 0) - self._sent[r.topic]
             for r in routes
             if r.topic in self._sent
         ]
-        formats = {r.topic: r.format.value for r in routes}
         with sized_work(self.spark, sum(unsent) if len(unsent) == len(routes) else None):
             done = self._contained(f"pool {pool}", "to-kafka", reporter, result, lambda: sync_pool(
-                self.spark, pool, self.kafka, self.registry, topics=list(formats),
+                self.spark, pool, self.kafka, self.registry, topics=[r.topic for r in routes],
                 formats=formats,
             ))  # fmt: skip
         if done is None:

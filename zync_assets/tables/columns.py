@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from zync_assets.core.debezium import is_unavailable
 from zync_assets.core.errors import ZyncError
+from zync_assets.core.variants import split_fields
 from zync_assets.specs.tables import COLUMN_NAME, TableDef
 from zync_assets.tables.changes import ROW
 
@@ -42,29 +43,6 @@ UNDECLARED_DECIMAL = "decimal(38,18)"
 
 class ColumnTypeError(ZyncError):
     pass
-
-
-def split_fields(object_type: str) -> list[tuple[str, str]]:
-    """`OBJECT<a: BIGINT, b: OBJECT<c: STRING>>` → [(a, BIGINT), (b, OBJECT<c: STRING>)]."""
-    text = object_type.strip()
-    if not (text.startswith("OBJECT<") and text.endswith(">")):
-        return []
-    body, fields, depth, start = text[7:-1], [], 0, 0
-    parts = []
-    for i, char in enumerate(body):
-        if char in "<(":
-            depth += 1
-        elif char in ">)":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(body[start:i])
-            start = i + 1
-    if body.strip():
-        parts.append(body[start:])
-    for part in parts:
-        name, _, kind = part.partition(":")
-        fields.append((name.strip().strip("`"), kind.strip()))
-    return fields
 
 
 def column_type(variant_type: str) -> str | None:

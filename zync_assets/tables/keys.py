@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from zync_assets.core.variants import split_fields
 from zync_assets.tables.changes import CompiledTable
-from zync_assets.tables.columns import ColumnTypeError, split_fields
+from zync_assets.tables.columns import ColumnTypeError
 from zync_assets.tables.state import TableState
 
 

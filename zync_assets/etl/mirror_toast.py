@@ -1,0 +1,87 @@
+"""A mirrored row whose TOASTed column Debezium left out: the column's value from before.
+
+PostgreSQL does not log a TOASTed value an update leaves alone, so under the default
+replica identity Debezium's `after` holds `__debezium_unavailable_value` in its place.
+A sink that upserts the row would write the placeholder over the value. So before a
+mirror sends such a row, each left-out column takes the newest value an earlier event of
+the same key carried, found in the topic's history in the raw pool: the row goes out
+whole. A column no earlier event carries keeps the placeholder (there is nothing else to
+send; with a snapshot first, there always is one).
+
+Only rows holding the placeholder, of the topics a pass has them for, are read against
+history: an update that changes its TOASTed column, and every other row, costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from zync_assets.core.debezium import UNAVAILABLE_PLACEHOLDER, is_unavailable
+from zync_assets.core.variants import split_fields
+from zync_assets.spark.session import union_all
+
+History = Callable[[tuple[str, ...]], DataFrame]
+
+
+def _holds_placeholder() -> Column:
+    return F.coalesce(F.to_json("value").contains(UNAVAILABLE_PLACEHOLDER), F.lit(False))
+
+
+def with_toasted_values(outputs: DataFrame, history: History) -> DataFrame:
+    """A mirror's `outputs` (key, value = the row, `__src` = its event) with every left-out
+    column filled in from the key's earlier events."""
+    found = (
+        outputs.where(_holds_placeholder())
+        .groupBy(F.col("__src.topic").alias("topic"))
+        .agg(F.expr("schema_of_variant_agg(value)").alias("schema"))
+        .collect()
+    )
+    if not found:
+        return outputs
+    frames = [outputs.where(~_holds_placeholder())]
+    for row in found:
+        fields = [name for name, _ in split_fields(row["schema"])]
+        mine = outputs.where(_holds_placeholder() & (F.col("__src.topic") == row["topic"]))
+        frames.append(_filled(mine, history((row["topic"],)), fields))
+    return union_all(frames)
+
+
+def _field(variant: str, name: str) -> Column:
+    """Field `name` of an object, as the VARIANT it is (its type kept)."""
+    return F.expr(f"variant_get({variant}, '$[\"{name}\"]')")
+
+
+def _filled(rows: DataFrame, events: DataFrame, fields: list[str]) -> DataFrame:
+    """`rows` with each field that holds the placeholder taken from the newest earlier
+    event of its key (in `events`, the topic's history) that carried a value for it."""
+    so_far = (
+        Window.partitionBy(F.to_json("key"))
+        .orderBy("kafka.partition", "kafka.offset")
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    image = F.col("after")
+    known = events.select(
+        F.struct("kafka.topic", "kafka.partition", "kafka.offset").alias("__at"),
+        *(
+            F.last(
+                F.when(~is_unavailable(image, f"$.{name}"), _field("after", name)),
+                ignorenulls=True,
+            )
+            .over(so_far)
+            .alias(f"__known_{i}")
+            for i, name in enumerate(fields)
+        ),
+    )
+    at = F.struct("__src.topic", "__src.partition", "__src.offset")
+    joined = rows.join(known, at == known["__at"], "left")
+    value = F.to_variant_object(F.struct(*(
+        F.when(
+            is_unavailable(F.col("value"), f"$.{name}") & F.col(f"__known_{i}").isNotNull(),
+            F.col(f"__known_{i}"),
+        ).otherwise(_field("value", name)).alias(name)
+        for i, name in enumerate(fields)
+    )))  # fmt: skip
+    return joined.select(*(value.alias(c) if c == "value" else F.col(c) for c in rows.columns))
