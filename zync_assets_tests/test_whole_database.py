@@ -28,7 +28,7 @@ from zync_assets_tests.test_debezium_restarts import Stage, restart_connect
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TABLES = 50
-TRANSACTIONS = 60
+TRANSACTIONS = 30
 CONVERGE_TIMEOUT_S = 420
 
 

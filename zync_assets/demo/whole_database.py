@@ -115,7 +115,9 @@ def delete(conn: Any, table: Table, n: int) -> None:
 
 
 def move_key(conn: Any, table: Table, n: int) -> None:
-    """A primary-key update: Debezium's delete of the old key and create of the new."""
+    """A primary-key update: Debezium's delete of the old key and create of the new. (Not
+    of a TOASTed table's row: the create carries the placeholder for the TOASTed column,
+    and no earlier event of the new key its value: docs/debezium.md says so.)"""
     if table.shape == "composite":
         region = ("north", "south")[n % 2]
         conn.execute(
@@ -166,7 +168,7 @@ class Workload:
             n = self.rng.choice(sorted(live))
             delete(conn, table, n)
             live.discard(n)
-        else:
+        elif table.shape != "toasted":  # see move_key
             movable = sorted(n for n in live if n < 100)  # a moved key leaves the range
             if movable:
                 n = self.rng.choice(movable)

@@ -269,7 +269,8 @@ def _apply(
     if cuts:
         changes = _truncated(changes, events, table.keys)
     run, attempt = state.run + 1, uuid.uuid4().hex
-    _ensure_tables(spark, compiled, columns, replace=rebuild)
+    logs = table.scd2 or bool(counts["deletes"] or cuts)  # SCD1 remembers only its deletes
+    _ensure_tables(spark, compiled, columns, replace=rebuild, logs=logs)
     if run % PRUNE_EVERY == 0:
         _prune_log(spark, table, now)
     meta = table_metadata(
@@ -277,7 +278,7 @@ def _apply(
         **counts,
     )  # fmt: skip
     try:
-        if table.scd2 or counts["deletes"] or cuts:  # SCD1 remembers only its deletes
+        if logs:
             _log_changes(changes, compiled, columns, run, now)
         _merge(spark, compiled, columns, changes, run, meta, cuts)
     except Exception as exc:
@@ -372,10 +373,13 @@ def _metadata_columns(compiled: CompiledTable) -> dict[str, str]:
 
 
 def _ensure_tables(
-    spark: SparkSession, compiled: CompiledTable, columns: Columns, replace: bool = False
-) -> None:
-    """Create the table and its change log, or add and widen the table's columns;
-    `replace`: replace both with empty ones (a rebuild)."""
+    spark: SparkSession, compiled: CompiledTable, columns: Columns, replace: bool = False,
+    logs: bool = True,
+) -> None:  # fmt: skip
+    """Create the table, or add and widen its columns; and its change log, once a pass
+    `logs` (an SCD1 table's first delete: until then it has nothing to remember, and a
+    new table costs one CREATE less); `replace`: replace both with empty ones (a
+    rebuild)."""
     table = compiled.table
     path = table_path(table.name)
     wanted = columns.types | _metadata_columns(compiled)
@@ -402,7 +406,7 @@ def _ensure_tables(
                      LOGGED_AT: "timestamp", "__RUN": "bigint"}  # fmt: skip
     if replace and pool_exists(log):
         _empty(spark, log, logged)
-    elif not pool_exists(log):
+    elif logs and not pool_exists(log):
         spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{log}` ({_ddl(logged)}) USING delta")
 
 
@@ -436,6 +440,8 @@ def _log_changes(
 
 def _prune_log(spark: SparkSession, table: TableDef, now: dt.datetime) -> None:
     """Forget what is older than the table's deleted-keys-retention window."""
+    if not pool_exists(table_changes_path(table.name)):
+        return  # no delete yet: nothing to forget
     horizon = now - dt.timedelta(seconds=table.retention_s)
     spark.sql(
         f"DELETE FROM delta.`{table_changes_path(table.name)}` WHERE {LOGGED_AT} < "

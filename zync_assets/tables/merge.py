@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from zync_assets.lake.pools import table_changes_path, table_path
+from zync_assets.lake.pools import pool_exists, table_changes_path, table_path
 from zync_assets.tables import fold
 from zync_assets.tables.changes import DELETE, POSITION, ROW, SEQUENCE, CompiledTable
 from zync_assets.tables.columns import UNAVAILABLE, Columns
@@ -82,20 +82,9 @@ def merge_source(
     keys, data = list(table.keys), columns.data()
     touched = pin(changes.select(*keys).distinct())
     bounds = key_bounds(touched, keys)
-    logged = (
-        spark.read.format("delta")
-        .load(table_changes_path(table.name))
-        .join(touched, keys, "left_semi")
-        .select(
-            *keys,
-            *columns.typed(skip=table.keys),
-            columns.unavailable(),
-            SEQUENCE,
-            DELETE,
-            F.lit(fold.FROM_LOG).alias(fold.PRIORITY),
-        )
-    )
-    new = _with_position(changes.drop(ROW)).unionByName(_with_position(logged))
+    new = _with_position(changes.drop(ROW))
+    if pool_exists(table_changes_path(table.name)):  # made with the first delete (apply.py)
+        new = new.unionByName(_with_position(_logged(spark, compiled, columns, touched)))
     if not table.scd2:
         # The newest known change per key; the MERGE applies it only where it is newer
         # than the stored row (so the table is not read here: one scan fewer).
@@ -109,6 +98,26 @@ def merge_source(
     tracked = [c for c in data if table.tracks(c)]
     versions = fold.scd2_versions(events, keys, data, tracked)
     return _differences(versions, stored, keys, data), key_range(bounds, "t")
+
+
+def _logged(
+    spark: SparkSession, compiled: CompiledTable, columns: Columns, touched: DataFrame
+) -> DataFrame:
+    """What the change log remembers of the touched keys."""
+    keys = list(compiled.table.keys)
+    return (
+        spark.read.format("delta")
+        .load(table_changes_path(compiled.table.name))
+        .join(touched, keys, "left_semi")
+        .select(
+            *keys,
+            *columns.typed(skip=compiled.table.keys),
+            columns.unavailable(),
+            SEQUENCE,
+            DELETE,
+            F.lit(fold.FROM_LOG).alias(fold.PRIORITY),
+        )
+    )
 
 
 def _with_position(frame: DataFrame) -> DataFrame:
