@@ -62,6 +62,17 @@ def test_a_mirror_expands_to_the_topics_no_other_rule_reads(tmp_path: Path) -> N
     assert expand_mirrors(now, more).transforms[1].inputs[-1] == "m.public.c"
 
 
+def test_the_whole_database_example_is_short_and_takes_every_table_but_nopk() -> None:
+    path = Path(__file__).parent.parent / "etl_specs" / "whole_database" / "whole.yaml"
+    assert len([line for line in path.read_text().splitlines() if not line.startswith("#")]) <= 15
+    spec = load_spec(path)
+    ingested = {"shop.public.orders": "Shop", "shop.public.order_lines": "Shop"}
+    now = expand_mirrors(spec, ingested)
+    assert [r.topic for r in now.outputs] == ["warehouse_order_lines", "warehouse_orders"]
+    assert [(r.topic, r.pool) for r in now.inputs] == sorted(ingested.items())
+    assert not spec.patterns[0].matches("shop.public.nopk")  # no key: left out
+
+
 def test_two_topics_one_output_topic_is_refused(tmp_path: Path) -> None:
     text = spec_text("m").replace("{table}", "all")
     with pytest.raises(ZyncError, match="name each table's topic with"):

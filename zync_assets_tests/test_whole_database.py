@@ -11,6 +11,7 @@ every one equals its source table.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -127,7 +128,6 @@ def test_one_short_spec_mirrors_a_whole_database_through_a_kill_and_a_connect_re
         pipeline.stop()
     log = pipeline.log.read_text()
     assert not wrong, f"{len(wrong)} of {2 * len(chosen)} copies differ: {wrong}\n{log[-3000:]}"
-    with chain.source() as conn:
-        assert conn.execute("SELECT count(*) FROM t05").fetchone() == (0,)  # it did truncate
+    assert re.search(r"table t05: run \d+: applied .* 1 truncates", log)  # it did truncate
     assert "nopk" not in log or "carry no key" not in log
     assert pipeline.starts == 2
