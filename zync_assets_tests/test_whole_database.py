@@ -33,20 +33,6 @@ TRANSACTIONS = 30
 CONVERGE_TIMEOUT_S = 420
 
 
-def whole_spec(prefix: str) -> str:
-    """The whole spec: the database's tables into the lake and the warehouse."""
-    return (
-        "inputs:\n"
-        f"  - {{topics: '{prefix}\\.public\\..*', exclude: ['{prefix}\\.public\\.nopk'], "
-        "pool: Whole}\n"
-        "transforms:\n"
-        f"  - {{type: mirror, topics: '{prefix}\\.public\\..*', out: '{prefix}_wh_{{table}}', "
-        "pool: WholeOut}\n"
-        "tables:\n"
-        f"  - {{topics: '{prefix}\\.public\\..*', name: '{{table}}'}}\n"
-    )
-
-
 def wait_for(done, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while not done():
@@ -94,7 +80,7 @@ def test_one_short_spec_mirrors_a_whole_database_through_a_kill_and_a_connect_re
     register_sink(chain.addresses, f"{chain.name}-sink", [], "avro",
                   topics_regex=f"{chain.name}_wh_.*")  # fmt: skip
     spec = tmp_path / "whole.yaml"
-    spec.write_text(whole_spec(chain.name))
+    spec.write_text(db.whole_spec(chain.name))
     assert len(spec.read_text().splitlines()) <= 15
     pipeline = Stage(
         "run", ["run", "--follow", "--no-dagster", "--interval", "1s", str(spec)],

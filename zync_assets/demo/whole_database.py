@@ -84,6 +84,21 @@ def tables(count: int) -> list[Table]:
 NOPK_DDL = "CREATE TABLE nopk (note text, at date)"
 
 
+def whole_spec(prefix: str) -> str:
+    """The whole spec, for Debezium's topic prefix `prefix`: every table but `nopk` as a
+    lake table, and mirrored to `<prefix>_wh_<table>` for the warehouse."""
+    return (
+        "inputs:\n"
+        f"  - {{topics: '{prefix}\\.public\\..*', exclude: ['{prefix}\\.public\\.nopk'], "
+        "pool: Whole}\n"
+        "transforms:\n"
+        f"  - {{type: mirror, topics: '{prefix}\\.public\\..*', out: '{prefix}_wh_{{table}}', "
+        "pool: WholeOut}\n"
+        "tables:\n"
+        f"  - {{topics: '{prefix}\\.public\\..*', name: '{{table}}'}}\n"
+    )
+
+
 def schema_ddl(chosen: Iterable[Table]) -> str:
     return ";\n".join([*(t.ddl() for t in chosen), NOPK_DDL]) + ";"
 

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.variants import as_variant
+from zync_assets.etl.classify import Tally
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import TXN, TXN_POS
 from zync_assets.specs.rules import MIRROR_SQL
@@ -41,13 +42,15 @@ class TruncateOutputs:
 
 
 def truncate_tombstones(
-    classified: DataFrame, rules: list[CompiledRule], history: History
+    classified: DataFrame, rules: list[CompiledRule], history: History, tally: list[Tally]
 ) -> TruncateOutputs | None:
-    """The tombstones of this pass's truncates of mirrored topics (None: there are none)."""
+    """The tombstones of this pass's truncates of mirrored topics (None: there are none).
+    A truncate matches no rule (a mirror's `where` leaves it out): without such an event
+    on a mirrored topic in the pass's `tally`, no Spark job looks for one."""
     mirrors = [r for r in rules if r.rule.type == "mirror" and r.rule.mirrored]
-    if not mirrors:
-        return None
     out_of = {t: (r, out) for r in mirrors for t, out in r.rule.mirrored}
+    if not any(row.status == "unmatched" and row.topic in out_of for row in tally):
+        return None
     cuts = classified.where(
         F.col("kafka.topic").isin(list(out_of)) & (F.col("op") == "t")
     ).select(

@@ -160,7 +160,7 @@ def _transform(
                 frozenset(rebuilding),
                 past,
             ),
-            truncate_tombstones(classified, rules, past),
+            truncate_tombstones(classified, rules, past, summary),
         ):
             if made is None:
                 continue

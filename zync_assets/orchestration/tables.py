@@ -75,6 +75,28 @@ def table_failed(name: str, message: str) -> AssetCheckEvaluation:
     )  # fmt: skip
 
 
+def _table_asset_args(
+    spec: Spec, named: dict[str, Any], deps: list[AssetKey], definition: object, naming: Naming,
+    description: str,
+) -> dict[str, Any]:  # fmt: skip
+    """What a lake table's asset (or a pattern's) is made with."""
+    return {
+        **named,
+        "deps": deps,
+        "kinds": POOL_KINDS,
+        "code_version": code_version(definition),
+        "automation_condition": after_checked_upstream(),
+        "freshness_policy": freshness_policy(spec.freshness),
+        "description": description,
+        # A run that carries a change to the output topic too sends it first: the
+        # warehouse never waits for a MERGE into a lake table (Dagster's executors start
+        # the ready step of highest priority; the others have 0).
+        "op_tags": {"dagster/priority": "-1"},
+        "check_specs": [AssetCheckSpec(APPLIES_CHECK, asset=named["key"])],
+        "required_resource_keys": resource_keys(naming),
+    }
+
+
 def table_assets(spec: Spec, naming: Naming = DEFAULT_NAMING) -> list:
     named = [_table_asset(spec, table, naming) for table in spec.tables]
     return named + [
@@ -129,19 +151,11 @@ def _pattern_asset(spec: Spec, number: int, pattern: TablePattern, naming: Namin
     kind = "history (SCD2)" if template.scd2 else "current state (SCD1)"
     excluded = f", but {', '.join(pattern.topics.exclude)}" if pattern.topics.exclude else ""
 
-    @asset(
-        **named,
-        deps=[naming.key("raw", pool) for pool in spec.raw_pools()],
-        kinds=POOL_KINDS,
-        code_version=code_version(pattern),
-        automation_condition=after_checked_upstream(),
-        freshness_policy=freshness_policy(spec.freshness),
-        description=f"Lake tables, one per topic matching {pattern.topics.pattern}{excluded}, "
-        f"named {template.name}: the {kind} of each ({spec.path.name}).",
-        op_tags={"dagster/priority": "-1"},
-        check_specs=[AssetCheckSpec(APPLIES_CHECK, asset=named["key"])],
-        required_resource_keys=resource_keys(naming),
-    )
+    @asset(**_table_asset_args(
+        spec, named, [naming.key("raw", pool) for pool in spec.raw_pools()], pattern, naming,
+        f"Lake tables, one per topic matching {pattern.topics.pattern}{excluded}, named "
+        f"{template.name}: the {kind} of each ({spec.path.name}).",
+    ))  # fmt: skip
     def lake_tables_of_pattern(context: AssetExecutionContext) -> MaterializeResult:
         with zync_step(context, naming) as step:
             return _apply_pattern(context, step, spec, number, naming)
@@ -184,22 +198,13 @@ def _table_asset(spec: Spec, table: TableDef, naming: Naming):
     named = naming.attributes("table", table.name, tags={"zync/stage": "table"})
     source = naming.key("staging" if table.from_staging else "raw", table.source_pool)
 
-    @asset(
-        **named,
-        deps=[source],
-        kinds=POOL_KINDS,
-        code_version=code_version(table),
-        automation_condition=after_checked_upstream(),
-        freshness_policy=freshness_policy(spec.freshness),
-        description=f"Lake table {table.name}: {kind} of topic {table.source}, keys "
-        f"{', '.join(table.keys)} ({spec.path.name}).",
-        # A run that carries a change to the output topic too sends it first: the
-        # warehouse never waits for a MERGE into a lake table (Dagster's executors start
-        # the ready step of highest priority; the others have 0).
-        op_tags={"dagster/priority": "-1"},
-        check_specs=[AssetCheckSpec(APPLIES_CHECK, asset=named["key"])],
-        required_resource_keys=resource_keys(naming),
-    )
+    keys = ", ".join(table.keys) or "the message key's fields"
+
+    @asset(**_table_asset_args(
+        spec, named, [source], table, naming,
+        f"Lake table {table.name}: {kind} of topic {table.source}, keys {keys} "
+        f"({spec.path.name}).",
+    ))  # fmt: skip
     def lake_table(context: AssetExecutionContext) -> MaterializeResult:
         with zync_step(context, naming) as step:
             return _apply(context, step, spec, table, naming)
