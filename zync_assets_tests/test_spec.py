@@ -229,7 +229,7 @@ def txn_rule(i="[order, menu]", g="group-by: 'value:txn', ", c="'bool_or(value:d
          "transforms[1] inputs: topic 'nope' is not among the inputs"),
         (TXN_HEAD + txn_rule(i="[order, order]"), "transforms[1] inputs: a topic is listed twice"),
         (TXN_HEAD + "  - {type: [txn], inputs: [order], out: Totals, sql: x}\n",
-         "transforms[1] type: unknown type ['txn'] (denorm, stateless, txn or view)"),
+         "transforms[1] type: unknown type ['txn'] (denorm, stateless, txn, view or mirror)"),
         (TXN_HEAD + txn_rule(i="[]"),
          "transforms[1] inputs: expected a topic or a non-empty list of topics"),
         (TXN_HEAD + txn_rule(g=""), "transforms[1] group-by: missing or empty"),
