@@ -19,7 +19,7 @@ from zync_assets.core.errors import ZyncError
 from zync_assets.core.locations import CHECKOUT_ROOT
 from zync_assets.core.names import POOL_NAME
 from zync_assets.core.timeparse import parse_duration
-from zync_assets.specs.patterns import TopicPattern, check_pattern
+from zync_assets.specs.patterns import TopicPattern, excluded_of, pattern_problem
 from zync_assets.specs.reading import SpecYamlError, read_spec_yaml
 from zync_assets.specs.rules import Rule, parse_rules
 from zync_assets.specs.tables import TableDef, TablePattern, parse_tables
@@ -237,15 +237,10 @@ def _pattern(path: Path, where: str, item: dict) -> TopicPattern:
     if not {"topics", "pool"} <= set(item) <= PATTERN_KEYS:
         raise _fail(path, where, "expected {topics: <regular expression>, pool: ...} and "
                     "optionally exclude, format, key-format")  # fmt: skip
-    excluded = item.get("exclude", [])
-    excluded = [excluded] if isinstance(excluded, str) else excluded
-    if not isinstance(excluded, list):
-        raise _fail(path, f"{where} exclude", "expected a list of regular expressions")
-    for field_name, text in [("topics", item["topics"]), *(("exclude", e) for e in excluded)]:
-        if (problem := check_pattern(text)) is not None:
-            raise _fail(path, f"{where} {field_name}", problem)
+    if (found := pattern_problem(item)) is not None:
+        raise _fail(path, f"{where} {found[0]}", found[1])
     pool, formats = _pool_and_formats(path, where, item)
-    return TopicPattern(item["topics"], pool, formats, tuple(excluded))
+    return TopicPattern(item["topics"], pool, formats, excluded_of(item))
 
 
 def _routes(path: Path, data: dict, section: str, required: bool) -> list[Route]:

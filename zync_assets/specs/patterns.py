@@ -67,3 +67,22 @@ def check_pattern(text: object) -> str | None:
     except re.error as exc:
         return f"not a regular expression ({exc})"
     return None
+
+
+def pattern_problem(item: dict) -> tuple[str, str] | None:
+    """The first mistake in a spec entry's `topics` (a regular expression) and `exclude`
+    (one, or a list of them), as (field, problem); None when there is none."""
+    excluded = item.get("exclude", [])
+    excluded = [excluded] if isinstance(excluded, str) else excluded
+    if not isinstance(excluded, list):
+        return "exclude", "expected a list of regular expressions"
+    for field_name, text in [("topics", item.get("topics")), *(("exclude", e) for e in excluded)]:
+        if (problem := check_pattern(text)) is not None:
+            return field_name, problem
+    return None
+
+
+def excluded_of(item: dict) -> tuple[str, ...]:
+    """An entry's `exclude`, checked by pattern_problem, as a tuple."""
+    excluded = item.get("exclude", [])
+    return (excluded,) if isinstance(excluded, str) else tuple(excluded)

@@ -13,7 +13,7 @@ from typing import Any
 from zync_assets.codec.formats import WireFormat, wire_format
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.names import POOL_NAME
-from zync_assets.specs.patterns import TopicPattern, check_pattern
+from zync_assets.specs.patterns import TopicPattern, excluded_of, pattern_problem
 
 
 @dataclass(frozen=True)
@@ -186,13 +186,8 @@ def _parse_rule(
 def _parse_mirror(path: Path, number: int, item: dict, input_topics: set[str]) -> Rule:
     """A `mirror` rule: every topic its pattern takes (of the spec's inputs, and read by no
     other rule) to an output topic of its own, named by the template `out`."""
-    excluded = item.get("exclude", [])
-    excluded = [excluded] if isinstance(excluded, str) else excluded
-    if not isinstance(excluded, list):
-        raise _fail(path, number, "exclude", "expected a list of regular expressions")
-    for name, text in [("topics", item.get("topics")), *(("exclude", e) for e in excluded)]:
-        if (problem := check_pattern(text)) is not None:
-            raise _fail(path, number, name, problem)
+    if (found := pattern_problem(item)) is not None:
+        raise _fail(path, number, *found)
     out = _text(path, number, item, "out")
     if not any(f"{{{p}}}" in out for p in MIRROR_PLACEHOLDERS):
         raise _fail(path, number, "out", f"{out!r}: name each table's topic with {{table}}, "
@@ -212,7 +207,7 @@ def _parse_mirror(path: Path, number: int, item: dict, input_topics: set[str]) -
     gate = item.get("gate")
     if gate is not None and gate not in GATES:
         raise _fail(path, number, "gate", f"unknown gate {gate!r} (transaction)")
-    pattern = TopicPattern(item["topics"], pool, formats, tuple(excluded))
+    pattern = TopicPattern(item["topics"], pool, formats, excluded_of(item))
     sql = item.get("sql", MIRROR_SQL)
     if not isinstance(sql, str) or not sql.strip():
         raise _fail(path, number, "sql", "missing or empty")

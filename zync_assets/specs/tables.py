@@ -18,7 +18,7 @@ from typing import Any
 
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.timeparse import parse_duration
-from zync_assets.specs.patterns import TopicPattern, check_pattern
+from zync_assets.specs.patterns import TopicPattern, excluded_of, pattern_problem
 
 TABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 # A column Delta can hold without column mapping, and an identifier Spark SQL takes bare.
@@ -152,9 +152,8 @@ def parse_tables(
 
 def _parse_pattern(path: Path, index: int, item: dict) -> TablePattern:
     where = str(index)
-    for field_name, text in [("topics", item["topics"]), *_excluded(path, where, item)]:
-        if (problem := check_pattern(text)) is not None:
-            raise _fail(path, where, field_name, problem)
+    if (found := pattern_problem(item)) is not None:
+        raise _fail(path, where, *found)
     if "source" in item:
         raise _fail(path, where, "source", "give topics (a pattern) or source (a topic), not both")
     template = item.get("name")
@@ -174,17 +173,8 @@ def _parse_pattern(path: Path, index: int, item: dict) -> TablePattern:
         path, index, {**_without(item, "topics", "exclude"), "name": sample, "source": ""},
         {"": ("", False)}, [], label=where,
     )  # fmt: skip
-    topics = TopicPattern(item["topics"], "", exclude=tuple(t for _, t in _excluded(
-        path, where, item)))  # fmt: skip
+    topics = TopicPattern(item["topics"], "", exclude=excluded_of(item))
     return TablePattern(topics, replace(checked, name=template))
-
-
-def _excluded(path: Path, where: str, item: dict) -> list[tuple[str, Any]]:
-    excluded = item.get("exclude", [])
-    excluded = [excluded] if isinstance(excluded, str) else excluded
-    if not isinstance(excluded, list):
-        raise _fail(path, where, "exclude", "expected a list of regular expressions")
-    return [("exclude", e) for e in excluded]
 
 
 def _without(item: dict, *names: str) -> dict:
