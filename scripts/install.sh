@@ -7,7 +7,9 @@
 #   .zync/jars/registry/ Apicurio Registry (Quarkus fast-jar)
 #   .zync/jars/spark/   Delta Lake, Spark Kafka source and Avro jars, minus what PySpark ships
 #   .zync/jars/s3/      hadoop-aws and the AWS SDK modules, for a lake on S3 (ZYNC_LAKE=s3a://)
-#                       (both fetched by `zync jars`, as a library user fetches them)
+#   .zync/jars/catalog/ Derby's network client and server: the catalog's metastore
+#                       (ZYNC_METASTORE, `zync stack up --catalog`)
+#                       (all three fetched by `zync jars`, as a library user fetches them)
 #   .zync/jars/s3proxy/ S3Proxy, the local S3 API server (`zync stack up --s3`, the tests)
 #   zync_assets/jars/zync-spark.jar  zync's own Spark functions (jvm/, built by Maven with its
 #                       Java tests: jvm/build.sh, as a wheel build does)
@@ -75,7 +77,7 @@ fetch_deps kafka scripts/maven/kafka.pom.xml
 
 # Delta Lake, Spark's Kafka source and Avro; hadoop-aws and the AWS SDK for a lake on S3.
 say "Spark's jars (zync jars)"
-.venv/bin/zync jars --s3 --into "$JARS" --maven-repo "$M2" > /dev/null \
+.venv/bin/zync jars --s3 --catalog --into "$JARS" --maven-repo "$M2" > /dev/null \
   || die "zync jars could not fetch Spark's jars (see above); re-run scripts/install.sh"
 # The local S3 API server (S3Proxy).
 fetch_deps s3proxy scripts/maven/s3proxy.pom.xml

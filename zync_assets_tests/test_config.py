@@ -120,3 +120,28 @@ def test_a_bad_discovery_interval_is_one_line_naming_the_variable(workdir: Path)
                        ("100ms", "give at least 1s")):  # fmt: skip
         with pytest.raises(ZyncError, match=says):
             ZyncConfig.from_env({"ZYNC_DISCOVERY_INTERVAL": text})
+
+
+def test_the_catalog_is_off_unless_a_metastore_is_given(workdir: Path) -> None:
+    assert not ZyncConfig.from_env({}).catalog.enabled
+    catalog = ZyncConfig.from_env({
+        "ZYNC_METASTORE": "jdbc:postgresql://db:5432/metastore", "ZYNC_CATALOG_DATABASE": "lake_a",
+    }).catalog  # fmt: skip
+    assert (catalog.enabled, catalog.database, catalog.driver) == (
+        True, "lake_a", "org.postgresql.Driver",
+    )  # fmt: skip
+
+
+def test_a_derby_metastore_puts_its_network_client_on_the_drivers_class_path() -> None:
+    from zync_assets.core.settings import CatalogSettings
+    from zync_assets.spark.catalog import metastore_conf
+
+    derby = metastore_conf(CatalogSettings("jdbc:derby://127.0.0.1:1527/m;create=true"), "/lake")
+    assert derby["spark.sql.catalogImplementation"] == "hive"
+    assert derby["spark.hadoop.javax.jdo.option.ConnectionDriverName"] == (
+        "org.apache.derby.jdbc.ClientDriver"
+    )
+    assert Path(derby["spark.driver.extraClassPath"]).name.startswith("derbyclient-")
+    assert derby["spark.sql.warehouse.dir"] == "/lake/_catalog"  # not the working directory
+    postgres = metastore_conf(CatalogSettings("jdbc:postgresql://db/m"), "/lake")
+    assert "spark.driver.extraClassPath" not in postgres  # the user's driver jar, by spark.conf

@@ -84,6 +84,10 @@ COMMANDS = {
         "Fetch Delta Lake, Spark's Kafka source and Avro (with --s3, hadoop-aws and the AWS "
         "SDK) with Maven into the jar cache, once.",
     ),
+    "catalog": LazyCommand(
+        "zync_assets.cli.catalog", "catalog",
+        "List, register or drop the lake's entries in the catalog (ZYNC_METASTORE).",
+    ),
     "table": LazyCommand(
         "zync_assets.cli.tables", "table",
         "Apply, and look back at, lake tables (SCD1 / SCD2; see docs/tables.md).",

@@ -13,6 +13,7 @@ from zync_assets.core.locations import state_dir
 from zync_assets.spark.connect import SPARK_CONNECT_PORT
 from zync_assets.stack.dagster import DAGSTER_PORT
 from zync_assets.stack.kafka import SecurePorts
+from zync_assets.stack.metastore import METASTORE_PORT, metastore_url
 from zync_assets.stack.registry import registry_url
 from zync_assets.stack.s3 import LAKE_BUCKET, s3_credentials_file, s3_endpoint
 from zync_assets.stack.secure import SASL_USER, local_credentials, write_client_settings
@@ -87,6 +88,14 @@ def stack() -> None:
     "put the lake there with ZYNC_LAKE=s3a://zync/lake and the variables `up` prints.",
 )  # fmt: skip
 @click.option("--s3-port", default=9000, show_default=True, help="S3 API server port.")
+@click.option(
+    "--catalog", "with_catalog", is_flag=True,
+    help="Also start the catalog's metastore (Derby's network server, kept in .zync/metastore/) "
+    "and give the Spark Connect server its catalog: lake tables are registered by name with "
+    "the ZYNC_METASTORE `up` prints.",
+)  # fmt: skip
+@click.option("--catalog-port", default=METASTORE_PORT, show_default=True,
+              help="The metastore's port.")  # fmt: skip
 @click.option("--follow", "follow", multiple=True, type=click.Path(dir_okay=False, exists=True),
               help="Also run `zync run SPEC --follow` as a service: the continuous pipeline "
               "of this spec (repeatable).")  # fmt: skip
@@ -109,6 +118,8 @@ def up(
     spark_master_ui_port: int,
     with_s3: bool,
     s3_port: int,
+    with_catalog: bool,
+    catalog_port: int,
     follow: tuple[str, ...],
 ) -> None:
     """Start Kafka, the registry and a Spark Connect server on 127.0.0.1 (and the CDC
@@ -125,6 +136,7 @@ def up(
     statuses = stack_up(
         ports, dagster_port=dagster, cdc=cdc, follow=specs, spark_port=spark,
         secure_registry=with_secure, cluster=cluster, s3_port=s3_port if with_s3 else None,
+        metastore_port=catalog_port if with_catalog else None,
     )  # fmt: skip
     for status in statuses:
         click.echo(status.line())
@@ -135,6 +147,9 @@ def up(
         click.echo(f"the lake goes to the S3 server with: export ZYNC_LAKE=s3a://{LAKE_BUCKET}/lake "
                    f"ZYNC_S3_ENDPOINT={s3_endpoint(s3_port)}, and AWS_ACCESS_KEY_ID / "
                    f"AWS_SECRET_ACCESS_KEY from {s3_credentials_file(state_dir())}")  # fmt: skip
+    if with_catalog:
+        click.echo(f"lake tables are registered in the catalog with: export "
+                   f"ZYNC_METASTORE='{metastore_url(catalog_port)}'")  # fmt: skip
     if cluster is not None:
         click.echo(f"zync commands run on the cluster with: export ZYNC_SPARK_MASTER="
                    f"{master_url(cluster.master)}")  # fmt: skip

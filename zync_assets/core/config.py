@@ -23,8 +23,10 @@ from typing import ParamSpec, TypeVar
 
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.settings import (
+    CatalogSettings,
     KafkaSettings,
     RegistrySettings,
+    catalog_settings,
     discovery_interval_seconds,
     kafka_settings,
     outage_retry_seconds,
@@ -71,6 +73,8 @@ class ZyncConfig:
     outage_retry_s: float = 300.0  # how long a continuous command rides out an outage
     # How often a running pipeline asks Kafka for new topics its patterns take.
     discovery_interval_s: float = 10.0
+    # Where lake tables are registered by name (none by default): spark/catalog.py.
+    catalog: CatalogSettings = field(default_factory=CatalogSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ZyncConfig:
@@ -92,6 +96,7 @@ class ZyncConfig:
             sensor_interval_s=sensor_interval_seconds(env),
             outage_retry_s=outage_retry_seconds(env),
             discovery_interval_s=discovery_interval_seconds(env),
+            catalog=catalog_settings(env),
         )
 
     def with_lake(self, location: str) -> ZyncConfig:

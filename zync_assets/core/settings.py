@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -243,3 +244,62 @@ def verbose(env: Mapping[str, str] | None = None) -> bool:
     implies it): Spark's and librdkafka's logs, otherwise kept off the user's terminal."""
     values = os.environ if env is None else env
     return any(values.get(name, "") not in ("", "0") for name in ("ZYNC_VERBOSE", "ZYNC_DEBUG"))
+
+
+# The metastore databases zync knows the JDBC driver of: a URL's prefix → the driver class.
+# Derby's network client is in the jar cache (`zync jars --catalog`); another database's
+# driver jar goes on the driver's class path (spark.driver.extraClassPath, spark.conf).
+METASTORE_DRIVERS = {
+    "jdbc:derby://": "org.apache.derby.jdbc.ClientDriver",
+    "jdbc:postgresql://": "org.postgresql.Driver",
+    "jdbc:mysql://": "com.mysql.cj.jdbc.Driver",
+}
+DEFAULT_CATALOG_DATABASE = "zync"
+
+
+@dataclass(frozen=True)
+class CatalogSettings:
+    """Where the lake's tables are registered by name: a Hive metastore database
+    (`metastore`, a JDBC URL; empty: no catalog) and the catalog database they go in."""
+
+    metastore: str = ""
+    database: str = DEFAULT_CATALOG_DATABASE
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.metastore)
+
+    @property
+    def driver(self) -> str:
+        return next(
+            d for prefix, d in METASTORE_DRIVERS.items() if self.metastore.startswith(prefix)
+        )
+
+
+def catalog_settings(env: Mapping[str, str] | None = None) -> CatalogSettings:
+    """`ZYNC_METASTORE` (a JDBC URL) and `ZYNC_CATALOG_DATABASE`, checked."""
+    env = os.environ if env is None else env
+    url = env.get("ZYNC_METASTORE", "").strip()
+    database = env.get("ZYNC_CATALOG_DATABASE", "").strip() or DEFAULT_CATALOG_DATABASE
+    return checked_catalog(
+        CatalogSettings(url, database), "ZYNC_METASTORE", "ZYNC_CATALOG_DATABASE"
+    )
+
+
+def checked_catalog(
+    settings: CatalogSettings, url_name: str, database_name: str
+) -> CatalogSettings:
+    """`settings`, or a one-line error naming the setting that is wrong."""
+    url = settings.metastore
+    if url and not url.startswith(tuple(METASTORE_DRIVERS)):
+        raise ZyncError(
+            f"{url_name} is {url!r}: give the metastore database's JDBC URL, e.g. "
+            "jdbc:derby://127.0.0.1:1527/metastore;create=true (`zync stack up --catalog` "
+            "prints it), or a jdbc:postgresql:// or jdbc:mysql:// URL"
+        )
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", settings.database):
+        raise ZyncError(
+            f"{database_name} is {settings.database!r}: give a database name of letters, "
+            "digits and _ (default zync)"
+        )
+    return settings

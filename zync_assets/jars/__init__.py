@@ -22,7 +22,11 @@ from zync_assets.core.errors import ZyncError
 HERE = Path(__file__).resolve().parent
 FUNCTIONS_JAR = HERE / "zync-spark.jar"
 # The jar sets `zync jars` fetches: cache folder → the pom naming them.
-SETS = {"spark": HERE / "spark.pom.xml", "s3": HERE / "s3.pom.xml"}
+SETS = {
+    "spark": HERE / "spark.pom.xml",
+    "s3": HERE / "s3.pom.xml",
+    "catalog": HERE / "catalog.pom.xml",
+}
 FETCH_HINT = "fetch them with `zync jars` (in a checkout: scripts/install.sh)"
 
 

@@ -14,6 +14,7 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from zync_assets.core.config import current
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.staging_rows import KIND
 from zync_assets.etl.expired import EXPIRED_SCHEMA
@@ -25,17 +26,25 @@ from zync_assets.lake.pools import (
     pool_path,
     table_path,
 )
+from zync_assets.spark.catalog import catalog_names
 
 
 def register_pools(spark: SparkSession, as_of: str | None = None) -> list[str]:
     """Make every pool and lake table a temporary view of the same name (a pool keeps its
     name where a table has it too; the table is then `table_<name>`). With `as_of`, each
-    as of that version or time; one that did not exist yet is left out."""
+    as of that version or time; one that did not exist yet is left out.
+
+    With a catalog (and no `as_of`), the catalog's database is the session's current
+    one: its lake tables are read from there by name, and only the tables it does not
+    hold yet become views."""
     if as_of is not None:
         check_as_of(as_of)
     pools = list_pools()
     views = {name: pool_path(name) for name in pools}
+    in_catalog = _catalog_tables(spark) if as_of is None else set()
     for name in list_tables():
+        if name.lower() in in_catalog and name not in views:
+            continue
         views[f"table_{name}" if name in views else name] = table_path(name)
     registered = []
     for view in _empty_dead_letters(spark, pools, views):
@@ -54,6 +63,19 @@ def register_pools(spark: SparkSession, as_of: str | None = None) -> list[str]:
         frame.createOrReplaceTempView(f"`{view}`")
         registered.append(view)
     return registered
+
+
+def _catalog_tables(spark: SparkSession) -> set[str]:
+    """The lake tables the catalog holds (lower case: the metastore's names), after making
+    its database the session's current one; none without a catalog."""
+    catalog = current().catalog
+    if not catalog.enabled:
+        return set()
+    entries = catalog_names(spark, catalog)
+    if not entries:
+        return set()
+    spark.catalog.setCurrentDatabase(catalog.database)
+    return {name.lower() for name in entries}
 
 
 def _empty_dead_letters(spark: SparkSession, pools: list[str], views: dict[str, str]) -> list[str]:

@@ -22,6 +22,7 @@ from zync_assets.core.locations import CHECKOUT_ROOT, jars_dir
 from zync_assets.jars import FETCH_HINT, functions_jar
 from zync_assets.lake.store import is_object_store, lake_keys, lake_uri, spark_conf_for_lake
 from zync_assets.spark.archive import dump_options, java_options
+from zync_assets.spark.catalog import metastore_conf
 from zync_assets.spark.functions import quiet_query_errors, register_functions
 from zync_assets.spark.jvm import start_driver_jvm
 
@@ -185,8 +186,12 @@ def spark_session(
     # (`zync run --tables-loop`): FAIR lets each loop's jobs run beside the other's
     # (in_scheduler_pool), not after them. Jobs in no pool share one FIFO pool, as before.
     fair = {"spark.scheduler.mode": "FAIR"} if long_lived else {}
-    # The properties of spark_conf() win over those zync derives (S3 settings, scheduling).
-    conf = spark_conf_for_lake(lake) | fair | conf
+    # The properties of spark_conf() win over those zync derives (S3 settings, scheduling,
+    # the catalog's metastore).
+    catalog = metastore_conf(config.catalog, lake) if config.catalog.enabled else {}
+    if "spark.driver.extraClassPath" in catalog and conf.get("spark.driver.extraClassPath"):
+        catalog["spark.driver.extraClassPath"] += ":" + conf.pop("spark.driver.extraClassPath")
+    conf = spark_conf_for_lake(lake) | fair | catalog | conf
     conf |= {
         "spark.master": master,
         "spark.app.name": app_name,

@@ -9,11 +9,12 @@ from pathlib import Path
 
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.locations import state_dir
-from zync_assets.core.settings import RegistrySettings
+from zync_assets.core.settings import CatalogSettings, RegistrySettings
 from zync_assets.specs.model import load_spec
 from zync_assets.stack import connect, postgres
 from zync_assets.stack.dagster import dagster_service, dagster_url, launch_dagster
 from zync_assets.stack.kafka import SecurePorts, kafka_service, launch_kafka
+from zync_assets.stack.metastore import launch_metastore, metastore_service, metastore_url
 from zync_assets.stack.pipeline_service import launch_pipeline, pipeline_service
 from zync_assets.stack.process import Running, Service
 from zync_assets.stack.registry import (
@@ -83,6 +84,7 @@ class ServiceStatus:
             "spark": spark_url(self.running.port),
             "spark-master": master_url(self.running.port),
             "s3": s3_endpoint(self.running.port),
+            "catalog": metastore_url(self.running.port),
         }.get(self.name, f"127.0.0.1:{self.running.port}")
         return (
             f"{self.name:12} running  pid {self.running.pid:<7} {address}  log {self.running.log}"
@@ -99,11 +101,11 @@ def stack_up(
     secure_registry: bool = False,
     cluster: ClusterPorts | None = None,
     s3_port: int | None = None,
+    metastore_port: int | None = None,
 ) -> list[ServiceStatus]:
-    """Start Kafka and the registry side by side (with the S3 API server, the Spark Connect
-    server, a Spark standalone cluster and the CDC services, if given their ports; then
-    Dagster, if given a port) and wait for them; all
-    or nothing. A service already running is left as it is. Kafka opens its secured
+    """Start Kafka and the registry side by side (with the catalog's metastore, the S3 API
+    server, the Spark Connect server, a Spark standalone cluster and the CDC services, if
+    given their ports; then Dagster, if given a port) and wait for them; all or nothing. A service already running is left as it is. Kafka opens its secured
     listeners if `ports.secure` names them; the registry serves https with basic auth if
     `secure_registry`."""
     home = home or state_dir()
@@ -114,6 +116,11 @@ def stack_up(
             "do not carry the secured registry's credentials; start the CDC stack unsecured"
         )
     try:
+        first: list[ServiceStatus] = []
+        catalog = None
+        if metastore_port is not None:  # before Spark: the server's sessions use it
+            first = [ServiceStatus("catalog", launch_metastore(home, metastore_port)())]
+            catalog = CatalogSettings(metastore_url(metastore_port))
         waits = [
             ("kafka", launch_kafka(home, ports.kafka, ports.kafka_controller, ports.secure)),
             ("registry", launch_registry(home, ports.registry, ports.registry_management, secure)),
@@ -121,9 +128,9 @@ def stack_up(
         if s3_port is not None:  # before Spark: a server may write the lake there
             waits.append(("s3", launch_s3(home, s3_port)))
         if spark_port is not None:
-            waits.append(("spark", launch_spark_server(home, spark_port)))
-        statuses = [ServiceStatus(name, wait(), name == "registry" and secure)
-                    for name, wait in waits]  # fmt: skip
+            waits.append(("spark", launch_spark_server(home, spark_port, catalog)))
+        statuses = first + [ServiceStatus(name, wait(), name == "registry" and secure)
+                            for name, wait in waits]  # fmt: skip
         if cluster is not None:
             statuses += _cluster_statuses(launch_cluster(home, cluster)())
         if cdc is not None:  # the worker needs Kafka up
@@ -184,7 +191,8 @@ def _all_services(home: Path) -> list[Service]:
     cdc = _cdc_services(home)
     return [
         pipeline_service(home), dagster_service(home), spark_service(home),
-        *cluster_services(home), cdc[-1], *cdc[:-1], s3_service(home), *_services(home),
+        *cluster_services(home), cdc[-1], *cdc[:-1], metastore_service(home), s3_service(home),
+        *_services(home),
     ]  # fmt: skip
 
 
@@ -203,7 +211,8 @@ def stack_status(home: Path | None = None) -> list[ServiceStatus]:
     home = home or state_dir()
     workers = [s for s in cluster_services(home)[:-1] if s.running() is not None]
     cluster = [cluster_services(home)[-1], *reversed(workers)]
-    services = [*_services(home), s3_service(home), spark_service(home), *cluster,
+    services = [*_services(home), s3_service(home), metastore_service(home), spark_service(home),
+                *cluster,
                 *_cdc_services(home)]  # fmt: skip
     services.append(dagster_service(home))
     services.append(pipeline_service(home))

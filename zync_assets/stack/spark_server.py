@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pyspark
 
+from zync_assets.core.settings import CatalogSettings
 from zync_assets.lake.store import lake_uri, spark_conf_for_lake
+from zync_assets.spark.catalog import metastore_conf
 from zync_assets.spark.connect import server_answers
 from zync_assets.spark.session import SPARK_LOG4J2, spark_conf, spark_jars
 from zync_assets.stack.java import find_java
@@ -35,11 +37,12 @@ def spark_service(state: Path) -> Service:
     return Service("spark", state / "run", stop_timeout=30.0)
 
 
-def server_command(port: int, warehouse: Path) -> list[str]:
-    """`spark-submit --class SparkConnectServer` with zync's jars and Spark properties."""
-    conf = (
-        spark_conf_for_lake(lake_uri()) | spark_conf()
-    )  # the server writes the lake; the file wins
+def server_command(port: int, warehouse: Path, catalog: CatalogSettings | None = None) -> list[str]:
+    """`spark-submit --class SparkConnectServer` with zync's jars and Spark properties
+    (and `catalog`'s metastore: its sessions read the lake's tables by name)."""
+    lake = lake_uri()
+    metastore = metastore_conf(catalog, lake) if catalog is not None else {}
+    conf = spark_conf_for_lake(lake) | metastore | spark_conf()  # the server writes the lake
     java_options = f"-Dlog4j2.configurationFile={SPARK_LOG4J2}"
     if conf.get("spark.driver.extraJavaOptions"):
         java_options += " " + conf["spark.driver.extraJavaOptions"]
@@ -47,7 +50,7 @@ def server_command(port: int, warehouse: Path) -> list[str]:
         {
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(port),
-            "spark.sql.warehouse.dir": str(warehouse),
+            "spark.sql.warehouse.dir": metastore.get("spark.sql.warehouse.dir", str(warehouse)),
             "spark.driver.extraJavaOptions": java_options,
         }
     )
@@ -59,7 +62,9 @@ def server_command(port: int, warehouse: Path) -> list[str]:
     return [*command, "spark-internal"]
 
 
-def launch_spark_server(state: Path, port: int) -> Callable[[], Running]:
+def launch_spark_server(
+    state: Path, port: int, catalog: CatalogSettings | None = None
+) -> Callable[[], Running]:
     """Start the Spark Connect server (unless running); returns a call that waits until it
     accepts connections."""
     service = spark_service(state)
@@ -74,7 +79,8 @@ def launch_spark_server(state: Path, port: int) -> Callable[[], Running]:
         "SPARK_HOME": str(Path(pyspark.__file__).parent),
         "PYSPARK_PYTHON": sys.executable,
     }
-    proc = service.launch(server_command(port, folder / "warehouse"), port, env=env, cwd=folder)
+    command = server_command(port, folder / "warehouse", catalog)
+    proc = service.launch(command, port, env=env, cwd=folder)
     url = spark_url(port)
     return lambda: service.wait_ready(
         proc, port, lambda: server_answers(url, 0.5), SPARK_START_TIMEOUT_S

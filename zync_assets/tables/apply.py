@@ -22,11 +22,13 @@ from dataclasses import dataclass, field, replace
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from zync_assets.core.config import current
 from zync_assets.core.errors import ConcurrentWriter, ZyncError
 from zync_assets.core.offsets import Offsets
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.delta_writes import CONCURRENT_WRITE, append_once
 from zync_assets.lake.pools import pool_exists, table_changes_path, table_path
+from zync_assets.spark.catalog import register_table
 from zync_assets.spark.session import pinned, pins, session_conf, sized_work, unpin
 from zync_assets.specs.model import Spec
 from zync_assets.specs.tables import TableDef
@@ -147,6 +149,8 @@ def apply_table(
         state = TableState(run=state.run, version=state.version)
     found = new_rows(spark, compiled.spec, table, state.cursors)
     if found is None or _caught_up(state.cursors, found.ends):
+        if state.run:  # a table made before the catalog, or while it was down
+            _register(spark, table.name, path, state.run)
         return TableResult(table.name, None, state, cursors=state.cursors, note="nothing new")
     # A pass of a few events runs without Spark's code generation and shuffle fan-out
     # (spark.sized_work), as ETL passes do.
@@ -291,10 +295,27 @@ def _apply(
             f"another writer applied run {run} of table {table.name} first; this pass wrote "
             "nothing (its events are applied by that run)"
         )
+    _register(spark, table.name, path, run)
     return TableResult(
         table.name, run, state, counts["read"], counts["upserts"], counts["deletes"],
         counts["ignored"], counts["truncates"], cursors=ends,
     )  # fmt: skip
+
+
+def _register(spark: SparkSession, name: str, path: str, run: int) -> None:
+    """The table in the catalog (if the lake has one), after its commit (once a process:
+    spark/catalog.py): a catalog that is down costs the table its name for a while,
+    never its rows."""
+    catalog = current().catalog
+    if not catalog.enabled:
+        return
+    try:
+        register_table(spark, catalog, name, path)
+    except ZyncError as exc:
+        raise ZyncError(
+            f"table {name}: run {run} applied, but not registered in the catalog: {exc}; the "
+            "next pass registers it"
+        ) from exc
 
 
 def _cut_points(events: DataFrame, sequence_type: str) -> list[str]:

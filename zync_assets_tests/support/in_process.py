@@ -26,7 +26,8 @@ from pathlib import Path
 
 # Variables that shape the driver JVM when it starts: a call that changes one needs a
 # JVM of its own.
-_JVM_SHAPING = ("ZYNC_SPARK_", "JAVA_HOME", "PYSPARK_", "SPARK_")
+# ZYNC_METASTORE too: a catalog is a static property of the session (spark/catalog.py).
+_JVM_SHAPING = ("ZYNC_SPARK_", "JAVA_HOME", "PYSPARK_", "SPARK_", "ZYNC_METASTORE")
 
 
 def needs_a_process(env: dict[str, str], stdin: str | None) -> str | None:
