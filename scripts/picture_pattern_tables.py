@@ -48,7 +48,7 @@ def graphql(url: str, query: str) -> dict:
 def tables_listed(url: str, key: str) -> int:
     """How many tables the asset's newest materialization lists (0: none yet)."""
     query = (
-        f'{{ assetOrError(assetKey: {{path: {json.dumps(key.split("/"))}}}) {{ ... on Asset {{ '
+        f"{{ assetOrError(assetKey: {{path: {json.dumps(key.split('/'))}}}) {{ ... on Asset {{ "
         "assetMaterializations(limit: 1) { metadataEntries { label "
         "... on IntMetadataEntry { intValue } } } } } }"
     )

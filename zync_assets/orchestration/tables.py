@@ -149,12 +149,14 @@ def _pattern_asset(spec: Spec, number: int, pattern: TablePattern, naming: Namin
     named = naming.attributes("table", name, tags={"zync/stage": "table"})
     template = pattern.template
     kind = "history (SCD2)" if template.scd2 else "current state (SCD1)"
-    excluded = f", but {', '.join(pattern.topics.exclude)}" if pattern.topics.exclude else ""
+    # In backticks: the UI renders a description as Markdown, which would eat `\.`.
+    excluded = ", but " + ", ".join(f"`{e}`" for e in pattern.topics.exclude)
+    excluded = excluded if pattern.topics.exclude else ""
 
     @asset(**_table_asset_args(
         spec, named, [naming.key("raw", pool) for pool in spec.raw_pools()], pattern, naming,
-        f"Lake tables, one per topic matching {pattern.topics.pattern}{excluded}, named "
-        f"{template.name}: the {kind} of each ({spec.path.name}).",
+        f"Lake tables, one per topic matching `{pattern.topics.pattern}`{excluded}, named "
+        f"`{template.name}`: the {kind} of each ({spec.path.name}).",
     ))  # fmt: skip
     def lake_tables_of_pattern(context: AssetExecutionContext) -> MaterializeResult:
         with zync_step(context, naming) as step:

@@ -79,7 +79,7 @@ def _mirror_asset(spec: Spec, rule: Rule, naming: Naming):
         code_version=code_version(rule),
         automation_condition=after_checked_upstream(),
         freshness_policy=freshness_policy(spec.freshness),
-        description=f"Output topics {rule.out}, one per topic matching {pattern.pattern}: "
+        description=f"Output topics `{rule.out}`, one per topic matching `{pattern.pattern}`: "
         f"staging pool {pool}'s records, exactly once, {wire}.",
         required_resource_keys=resource_keys(naming),
     )  # fmt: skip
