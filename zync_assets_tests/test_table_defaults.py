@@ -188,9 +188,9 @@ def test_a_table_pattern_keeps_one_table_per_topic_new_topics_included(
 ) -> None:
     """A topic a named table reads is that table's; an excluded topic gets none; a topic
     created while the pipeline runs gets its table; one table's failure (a source without
-    keys) stops that table alone."""
+    keys, a name another topic's table has) stops that table alone."""
     prefix = f"tp{uuid.uuid4().hex[:6]}"
-    topic = {t: f"{prefix}.public.{t}" for t in ("a", "b", "audit", "c", "d")}
+    topic = {t: f"{prefix}.public.{t}" for t in ("a", "b", "audit", "c", "d", "x_y", "x-y")}
     produce_json(stack, topic["a"], simple(3))
     produce_json(stack, topic["b"], simple(2))
     produce_json(stack, topic["audit"], simple(1))
@@ -203,11 +203,17 @@ def test_a_table_pattern_keeps_one_table_per_topic_new_topics_included(
         produce_json(stack, topic["c"], simple(2))  # a table created in the database
         produce_json(stack, topic["d"], [(None, {"op": "c", "after": {"id": 1}})])  # no key
         produce_json(stack, topic["a"], simple(4, start=3))
+        produce_json(stack, topic["x_y"], simple(1))  # two topics, one table name: x_y
+        produce_json(stack, topic["x-y"], simple(1))
         time.sleep(1.2)
         second = pipe.pass_once(Unheard())
     applied = {r.table: (r.run, r.upserts) for r in second.tabled if r.run}
-    assert applied == {"a": (2, 1), "c": (1, 2)}
-    assert list(second.failures) == ["table d"] and "carry no key" in second.failures["table d"]
+    assert applied == {"a": (2, 1), "c": (1, 2), "x_y": (1, 1)}  # x_y is x-y's (sorted first)
+    assert "carry no key" in second.failures.pop("table d")
+    collision = second.failures.pop(f"table of {topic['x_y']}")
+    assert collision.startswith(f"topic {topic['x_y']} would make table x_y, which {topic['x-y']} "
+                                "makes: change the spec's name template '{table}'")  # fmt: skip
+    assert not second.failures
     counts = {
         name: spark.read.format("delta").load(table_path(name)).count()
         for name in ("a", "b_by_name", "c")
