@@ -39,7 +39,7 @@ def metastore_url(port: int) -> str:
 def server_class_path() -> str:
     """Derby's network server and client (the jar cache) with its engine (PySpark's)."""
     shipped = Path(pyspark.__file__).parent / "jars"
-    engine = [p for p in sorted(shipped.glob("derby*.jar"))]
+    engine = sorted(shipped.glob("derby*.jar"))
     network = sorted((jars_dir() / "catalog").glob("derby*.jar"))
     if not any(p.name.startswith("derbynet") for p in network):
         raise ZyncError(
