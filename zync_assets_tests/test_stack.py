@@ -90,11 +90,11 @@ def test_status_reports_the_running_stack(stack: Stack, spark_server: str) -> No
     workers = [line for line in lines if line.startswith("spark-worker-")]
     assert all("running" in line for line in workers)
     assert [n for n in names if not n.startswith("spark-worker-")] == [
-        "kafka", "registry", "s3", "spark", "spark-master", "pg-source", "pg-warehouse",
-        "connect", "dagster", "pipeline",
+        "kafka", "registry", "s3", "catalog", "spark", "spark-master", "pg-source",
+        "pg-warehouse", "connect", "dagster", "pipeline",
     ]  # fmt: skip
-    assert names[5 : 5 + len(workers)] == [f"spark-worker-{n}" for n in range(1, len(workers) + 1)]
-    spark = lines[3]  # the spark_server fixture's Connect server
+    assert names[6 : 6 + len(workers)] == [f"spark-worker-{n}" for n in range(1, len(workers) + 1)]
+    spark = lines[4]  # the spark_server fixture's Connect server
     assert "running" in spark and f" {spark_server} " in spark, spark
     assert "stopped" in lines[-2]  # only with --dagster
     assert "stopped" in lines[-1]  # only with --follow

@@ -82,7 +82,8 @@ COMMANDS = {
     "jars": LazyCommand(
         "zync_assets.cli.jars", "jars_command",
         "Fetch Delta Lake, Spark's Kafka source and Avro (with --s3, hadoop-aws and the AWS "
-        "SDK) with Maven into the jar cache, once.",
+        "SDK; with --catalog, Derby's network client and server) with Maven into the jar "
+        "cache, once.",
     ),
     "catalog": LazyCommand(
         "zync_assets.cli.catalog", "catalog",
