@@ -57,8 +57,9 @@ def sync_catalog(
             qualified = f"{database.database}.{name}"
             fresh = register_table(spark, database, name, location)
             (done.registered if fresh else done.kept).append(qualified)
+        in_lake = {n.lower() for n in locations}  # the metastore keeps names in lower case
         for name in catalog_names(spark, database):
-            if name.lower() in {n.lower() for n in locations}:
+            if name.lower() in in_lake:
                 continue
             qualified = f"{database.database}.{name}"
             if prune:
