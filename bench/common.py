@@ -116,9 +116,27 @@ def write_results(name: str, figures: dict[str, object]) -> Path:
     folder.mkdir(exist_ok=True)
     path = folder / f"{name}.json"
     record = {"benchmark": name, "date": dt.date.today().isoformat(), "machine": machine(),
-              "figures": figures}  # fmt: skip
+              **measured_code(), "figures": figures}  # fmt: skip
     path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def measured_code() -> dict[str, object]:
+    """The commit the benchmark ran on and whether the tree was clean (a dirty tree's
+    figures measured code that no commit holds): bench/stale.py compares it with HEAD."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()  # fmt: skip
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", "zync_assets", "bench",
+                    ":!bench/results", ":!docs")  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None, "clean": None}
+    return {"commit": commit, "clean": not dirty}
 
 
 def machine() -> str:

@@ -1,7 +1,10 @@
 """Where the test suite's time goes: a run's JUnit XML → bench/results/suite.json.
 
-    scripts/test.sh --junitxml=/tmp/suite.xml      # the full suite, as CI runs it
-    python -m bench.suite_report /tmp/suite.xml --wall-seconds 3540 [--workers 2]
+    scripts/test.sh                    # the full suite as CI runs it: fast tier, then the rest
+    python -m bench.suite_report       # its reports: .zync/suite/{fast,slow}.xml and seconds
+
+`scripts/test.sh` leaves each pytest session's JUnit XML and wall seconds in
+`.zync/suite/`; the report reads them unless given other files (`--wall-seconds` then).
 
 Figures: `tests`, `failed`, `full_minutes` (the run's wall time, given: the XML's own
 time is its workers' sum), `test_minutes` (the tests' own times added up: set-up and
@@ -25,6 +28,7 @@ from bench.common import publish
 from zync_assets_tests.support.scheduling import DURATIONS
 
 SLOWEST = 20
+REPORTS = Path(__file__).resolve().parent.parent / ".zync" / "suite"
 
 
 @dataclass(frozen=True)
@@ -109,16 +113,43 @@ def table(found: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("junit", type=Path)
-    parser.add_argument("--wall-seconds", type=float, required=True)
+    parser.add_argument("junit", type=Path, nargs="*", help=f"default: {REPORTS}/*.xml")
+    parser.add_argument("--wall-seconds", type=float, help="default: the sessions' seconds")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--fast-seconds", type=float, help="the fast tier's wall time")
     parser.add_argument("--collected", type=int, help="tests collected, for a run stopped early")
     args = parser.parse_args()
-    cases = read_cases(args.junit)
-    found = figures(cases, args.wall_seconds, args.workers, args.fast_seconds, args.collected)
+    reports = args.junit or sorted(REPORTS.glob("*.xml"))
+    wall = args.wall_seconds or sum(_seconds(r) for r in reports)
+    fast = args.fast_seconds or (_seconds(REPORTS / "fast.xml") if not args.junit else None)
+    cases = [case for report in reports for case in read_cases(report)]
+    found = figures(cases, wall, args.workers, fast, args.collected)
+    found.update(service_cpu(REPORTS / "services.jsonl"))
     publish("suite", table(found), found)
     write_durations(cases, found["complete"])
+
+
+def service_cpu(path: Path) -> dict:
+    """The services' CPU (the tests' conftest.py writes a line per service as it stops
+    them): `service_cpu_minutes` and the minutes of each kind of service."""
+    if not path.is_file():
+        return {"service_cpu_minutes": None}
+    by_service: dict[str, float] = defaultdict(float)
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        by_service[entry["service"]] += entry["cpu_seconds"]
+    return {
+        "service_cpu_minutes": round(sum(by_service.values()) / 60, 1),
+        "services_cpu_minutes": _minutes(by_service),
+    }
+
+
+def _seconds(report: Path) -> float:
+    """A session's wall seconds, as scripts/test.sh wrote them beside its report."""
+    seconds = report.with_suffix(".seconds")
+    if not seconds.is_file():
+        raise SystemExit(f"suite_report: no {seconds}: give --wall-seconds")
+    return float(seconds.read_text())
 
 
 def write_durations(cases: list[Case], complete: bool) -> None:

@@ -3,17 +3,19 @@
 # private stack: real Kafka, schema registry, Spark + Delta (and, for the tests that need
 # them, PostgreSQL with Kafka Connect, a Spark cluster, an S3 server).
 #
-#   scripts/test.sh            lint (ruff), type check (mypy), the whole suite: as CI runs it
-#   scripts/test.sh --fast     the fast tier: every test not marked slow (no fault
-#                              injection, no heavy service, none that took over 15 s)
+#   scripts/test.sh            lint (ruff), type check (mypy), then the whole suite as CI
+#                              runs it: the fast tier first, stopping on its failure, then
+#                              the rest (`-m slow`); one closing line counts both
+#   scripts/test.sh --fast     the fast tier alone: every test not marked slow (no fault
+#                              injection, no heavy service, the cheapest by the last run)
 #
 # Extra arguments go to pytest (e.g. scripts/test.sh -k produce).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-selection=()
+fast_only=no
 if [ "${1:-}" = "--fast" ]; then
   shift
-  selection=(-m "not slow")
+  fast_only=yes
 fi
 scripts/install.sh
 # Cheap checks first: a lint or type error fails the run before the suite starts.
@@ -25,12 +27,37 @@ lint_log=$(mktemp)
 .venv/bin/lint-imports --no-cache > "$lint_log" 2>&1 \
   || { grep -v '^[[:space:]]*[╔╚║└╣╠]' "$lint_log" >&2; rm -f "$lint_log"; echo "test: an import crosses the package's layers (above)" >&2; exit 1; }
 rm -f "$lint_log"
-set +e
-.venv/bin/pytest "${selection[@]}" "$@"
-status=$?
-set -e
-if [ "$status" -eq 5 ]; then
-  echo "test: pytest collected no tests: that is a failure" >&2
-  exit 1
+# Each session's JUnit report (bench/suite_report.py reads them) and its wall time.
+reports=.zync/suite
+mkdir -p "$reports"
+rm -f "$reports"/*.xml "$reports"/services.jsonl
+session() {  # session NAME MARK_EXPRESSION [pytest args]: its exit status, 5 (no tests) as 0
+  local name=$1 marks=$2 started status
+  shift 2
+  started=$(date +%s)
+  set +e
+  .venv/bin/pytest -m "$marks" --junitxml="$reports/$name.xml" "$@"
+  status=$?
+  set -e
+  echo "$(( $(date +%s) - started ))" > "$reports/$name.seconds"
+  [ "$status" -eq 5 ] && status=0
+  return "$status"
+}
+tally() {
+  .venv/bin/python -m zync_assets_tests.support.tally "$reports"/*.xml
+  if ! grep -q '<testcase' "$reports"/*.xml 2>/dev/null; then
+    echo "test: pytest ran no tests: that is a failure" >&2
+    exit 1
+  fi
+}
+status=0
+session fast "not slow" "$@" || status=$?
+if [ "$status" -ne 0 ] || [ "$fast_only" = yes ]; then
+  [ "$fast_only" = yes ] || echo "test: the fast tier failed; the rest of the suite did not run" >&2
+  tally
+  exit "$status"
 fi
+session slow "slow" "$@" || status=$?
+echo "test: fast tier $(cat "$reports/fast.seconds") s, the rest $(cat "$reports/slow.seconds") s"
+tally
 exit "$status"

@@ -7,6 +7,7 @@ fetched, in a temporary `.zync/`, and are stopped at the end even on failure.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from zync_assets.core.settings import KafkaSettings, RegistrySettings, kafka_env, registry_env
@@ -26,6 +28,7 @@ from zync_assets.stack.secure import SASL_USER, local_credentials
 from zync_assets.stack.services import (
     CdcPorts,
     StackPorts,
+    cdc_down,
     cdc_up,
     stack_down,
     stack_up,
@@ -165,6 +168,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         os.environ["ZYNC_SCHEMA_REGISTRY_URL"] = started.registry_settings.url
         yield started
     finally:
+        record_service_cpu(home)
         stack_down(home)
         for key, value in saved.items():
             if value is None:
@@ -198,13 +202,73 @@ def registry(stack: Stack) -> Registry:
     return Registry(stack.registry_settings)
 
 
+# Where scripts/test.sh keeps a run's reports; bench/suite_report.py adds these up.
+CDC_SERVICES = ("pg-source", "pg-warehouse", "connect")
+SUITE_REPORTS = Path(__file__).resolve().parent.parent / ".zync" / "suite"
+
+
+def record_service_cpu(home: Path, only: tuple[str, ...] = ()) -> None:
+    """The CPU each running service of the stack at `home` has used since it started, one
+    JSON line per service in `.zync/suite/services.jsonl`, before they are stopped: what
+    the services take from the tests beside them. A service restarted by a test counts
+    from its restart."""
+    from zync_assets.stack.services import stack_status
+
+    lines = [
+        json.dumps({"service": s.name, "cpu_seconds": round(process_tree.tree_cpu_seconds(s.running.pid), 1)})
+        for s in stack_status(home) if s.running is not None and (not only or s.name in only)
+    ]  # fmt: skip
+    SUITE_REPORTS.mkdir(parents=True, exist_ok=True)
+    with (SUITE_REPORTS / "services.jsonl").open("a") as out:
+        out.writelines(line + "\n" for line in lines)
+
+
 @pytest.fixture(scope="session")
-def cdc_ports(stack: Stack) -> CdcPorts:
+def _cdc_addresses() -> CdcPorts:
+    """The ports of the CDC services, one set per worker for the whole run."""
+    return CdcPorts(free_port(), free_port(), free_port())
+
+
+@pytest.fixture
+def cdc_ports(stack: Stack, _cdc_addresses: CdcPorts) -> Iterator[CdcPorts]:
     """PostgreSQL source and warehouse clusters and a Kafka Connect worker with Debezium's
-    connectors, beside the stack (started by the first test that needs them)."""
-    ports = CdcPorts(free_port(), free_port(), free_port())
-    cdc_up(stack.home, ports, stack.kafka.bootstrap_servers)
-    return ports  # the stack fixture's stack_down stops them with the rest
+    connectors, beside the stack: started by the first test of the `cdc` group, stopped
+    after its last (`pytest_runtest_teardown`). A test's connectors and replication slots
+    go when it ends: left behind, every chain's connectors poll beside every later test."""
+    cdc_up(stack.home, _cdc_addresses, stack.kafka.bootstrap_servers)
+    yield _cdc_addresses
+    remove_connectors_and_slots(_cdc_addresses)
+
+
+def remove_connectors_and_slots(ports: CdcPorts) -> None:
+    """Every connector of the Connect worker, then every replication slot no connector
+    holds any more (Debezium leaves its slot behind when its connector is deleted)."""
+    from zync_assets.stack import postgres
+    from zync_assets.stack.connectors import ConnectApi
+
+    connect = ConnectApi(f"http://127.0.0.1:{ports.connect}")
+    for name in connect.names():
+        connect.delete(name)
+    with psycopg.connect(postgres.dsn(ports.source_db, "postgres"), autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE NOT active"
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """The CDC services stop once the `cdc` group's last test on this worker has been torn
+    down (xdist hands a worker its next test before it tears the last one down), so they
+    take no CPU from the tests after the group."""
+    last_of_group = scheduling.group_of(item.nodeid) == "cdc" and (
+        nextitem is None or scheduling.group_of(nextitem.nodeid) != "cdc"
+    )
+    stack = getattr(item, "funcargs", {}).get("stack")
+    result = yield  # the fixtures' teardown: cdc_ports removes the test's connectors
+    if last_of_group and isinstance(stack, Stack):
+        record_service_cpu(stack.home, only=CDC_SERVICES)
+        cdc_down(stack.home)
+    return result
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets.lake.store import delete_tree
 from zync_assets.stack.metastore import launch_metastore, metastore_url
 from zync_assets_tests.conftest import Stack, free_port, produce_json, run_zync
 from zync_assets_tests.test_debezium_restarts import Stage
@@ -48,6 +47,38 @@ def metastore(stack: Stack) -> str:
     port = free_port()
     launch_metastore(stack.home, port)()
     return metastore_url(port)
+
+
+# zync's commands one after another in one process, as a user would type them, but over
+# one JVM with Hive's client (each is 20-40 s of a loaded machine's start-up): each step
+# is a `zync` command line, or `["rm", folder]`. Prints each command's exit code and output.
+COMMANDS = """
+import contextlib, io, json, sys
+from zync_assets.cli.main import main
+from zync_assets.lake.store import delete_tree
+results = []
+for step in json.loads(sys.argv[1]):
+    if step[0] == "rm":
+        delete_tree(step[1])
+        continue
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(step)
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    results.append([code, out.getvalue(), err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+def commands(env: dict[str, str], *steps: list[str]) -> list[tuple[int, str, str]]:
+    """Each `zync` step's (exit code, stdout, stderr), all run by one process."""
+    done = subprocess.run([sys.executable, "-c", COMMANDS, json.dumps(steps)],
+                          capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [tuple(r) for r in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
 def simple(n: int, start: int = 0) -> list:
@@ -107,21 +138,25 @@ def test_a_notebook_reads_lake_tables_by_name_while_the_pipeline_writes_them(
             metastore, f"SELECT id, v FROM {database}.a ORDER BY id",
             f"SELECT count(*) FROM {database}.c",
         )  # fmt: skip
-        queried = run_zync("query", "SELECT count(*) AS n FROM b", env=env, process=True)
     finally:
         pipeline.stop()
     assert rows == [[i, f"v{i}"] for i in range(5)]
     assert counted == [[4]]
-    assert queried.returncode == 0, queried.stderr
-    assert json.loads(queried.stdout) == {"n": 2}  # `b` is the catalog's table, by name
 
-    # A lake table removed by hand: its entry is stale until pruned; pools on request.
-    delete_tree(str(lake / "_tables" / "b"))
-    synced = run_zync("catalog", "sync", "--pools", "--prune", env=env, process=True)
-    assert synced.returncode == 0, synced.stderr
-    assert f"dropped {database}.b" in synced.stdout
-    assert f"registered {database}_pools.Whole" in synced.stdout
-    listed = run_zync("catalog", "ls", "--pools", env=env, process=True).stdout.splitlines()
+    # A lake table removed by hand: its entry is stale until pruned; pools on request. Then
+    # `c` read by its bare name: the catalog's table (a query's own views of the pools
+    # would stand in `catalog ls` of the same process, so it comes last).
+    synced, ls_run, queried = commands(
+        env, ["rm", str(lake / "_tables" / "b")], ["catalog", "sync", "--pools", "--prune"],
+        ["catalog", "ls", "--pools"], ["query", "SELECT count(*) AS n FROM c"],
+    )  # fmt: skip
+    assert synced[0] == 0, synced[2]
+    assert f"dropped {database}.b" in synced[1]
+    assert f"registered {database}_pools.Whole" in synced[1]
+    assert queried[0] == 0, queried[2]
+    assert json.loads(queried[1]) == {"n": 4}
+    assert ls_run[0] == 0, ls_run[2]
+    listed = ls_run[1].splitlines()
     assert [line.split()[0] for line in listed] == [
         f"{database}.a", f"{database}.c", f"{database}_pools.Whole".lower(),
     ]  # fmt: skip

@@ -34,6 +34,9 @@ from zync_assets_tests.conftest import Stack
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TRANSACTIONS = 150
+# The JSON variant proves the wire format (the schema changes come at the same fractions
+# of the workload); the Avro one carries the load.
+TRANSACTIONS_BY_FORMAT = {"avro": TRANSACTIONS, "json": 50}
 CONVERGE_TIMEOUT_S = 240.0
 
 
@@ -204,7 +207,7 @@ def test_the_warehouse_equals_the_source_join(
     chain.start_source_connector()
     chain.start_sink_connector()
 
-    workload.run(chain.source, TRANSACTIONS)
+    workload.run(chain.source, TRANSACTIONS_BY_FORMAT[wire_format])
     seconds = converge(chain, lambda: pipeline_pass(spark, spec, stack, registry))
 
     assert_same_types(chain)

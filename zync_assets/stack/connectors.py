@@ -82,6 +82,10 @@ class ConnectApi:
         """Create the connector, or change its configuration (idempotent)."""
         self._call("PUT", f"/connectors/{name}/config", config)
 
+    def names(self) -> list[str]:
+        """The connectors the worker holds."""
+        return list(self._call("GET", "/connectors"))
+
     def delete(self, name: str) -> bool:
         """Delete the connector and the source offsets Connect keeps for it, so one made
         again under its name starts afresh (a source connector: with a new snapshot)."""

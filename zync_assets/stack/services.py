@@ -182,6 +182,13 @@ def cdc_up(home: Path, cdc: CdcPorts, kafka_bootstrap: str) -> list[ServiceStatu
     return [ServiceStatus(name, wait()) for name, wait in waits]
 
 
+def cdc_down(home: Path) -> list[str]:
+    """Stop the CDC services (Connect before the databases it reads and writes); the names
+    of those that were running."""
+    cdc = _cdc_services(home)
+    return [service.name for service in (cdc[-1], *cdc[:-1]) if service.stop()]
+
+
 def _cdc_services(home: Path) -> list[Service]:
     return [postgres.service(home, c) for c in postgres.CLUSTERS] + [connect.service(home)]
 

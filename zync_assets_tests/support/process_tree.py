@@ -67,6 +67,13 @@ def tree_cpu() -> CpuSeconds:
     )
 
 
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds process `root` and its live descendants have used (those it waited
+    for included)."""
+    processes = _processes()
+    return sum(processes[pid][1] for pid in _descendants(processes, root))
+
+
 def tree_rss_mib(root: int) -> float:
     """Resident memory of process `root` and all its descendants, in MiB."""
     processes = _processes()
