@@ -51,10 +51,20 @@ def apps_run(cluster: Cluster) -> set[str]:
     return {app["id"] for app in state["activeapps"] + state["completedapps"]}
 
 
-def _executors(app_id: str) -> list[int]:
-    found = subprocess.run(["pgrep", "-f", f"CoarseGrainedExecutorBackend.*{app_id}"],
-                           capture_output=True, text=True)  # fmt: skip
-    return [int(pid) for pid in found.stdout.split()]
+def _executor_running_a_task(cluster: Cluster, app_id: str) -> int | None:
+    """The PID of an executor of `app_id` that has started a task (its log, in the worker's
+    work folder, says `Running task`), if one has."""
+    for log in sorted(cluster.state.glob(f"spark-cluster/worker-*/{app_id}/*/stderr")):
+        if "Running task" not in log.read_text(errors="replace"):
+            continue
+        executor = log.parent.name
+        found = subprocess.run(
+            ["pgrep", "-f", f"CoarseGrainedExecutorBackend.*--executor-id {executor} .*{app_id}"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if pids := [int(pid) for pid in found.stdout.split()]:
+            return pids[0]
+    return None
 
 
 def test_an_executor_killed_mid_ingest_costs_a_retry_not_an_offset(
@@ -68,15 +78,14 @@ def test_an_executor_killed_mid_ingest_costs_a_retry_not_an_offset(
     command = [ZYNC, "from-kafka", "-t", topic, "-p", "Lost", "--once"]
     ingest = subprocess.Popen(command, env=on_cluster(stack, spark_cluster, lake),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    deadline, victims = time.monotonic() + 120, []
-    while not victims and time.monotonic() < deadline and ingest.poll() is None:
+    deadline, victim = time.monotonic() + 120, None
+    while victim is None and time.monotonic() < deadline and ingest.poll() is None:
         active = master_state(spark_cluster)["activeapps"]
-        victims = _executors(active[0]["id"]) if active else []
+        victim = _executor_running_a_task(spark_cluster, active[0]["id"]) if active else None
         time.sleep(0.5)
-    assert victims, "no executor of the ingest was seen"
-    time.sleep(6)  # its tasks are decoding and writing by now
+    assert victim is not None, "no executor of the ingest was seen running a task"
     assert ingest.poll() is None, "the ingest finished before the kill"
-    os.kill(victims[0], signal.SIGKILL)
+    os.kill(victim, signal.SIGKILL)
     out, err = ingest.communicate(timeout=600)
     assert ingest.returncode == 0, err
     assert "run 1:" in out

@@ -148,11 +148,8 @@ def test_no_new_data_launches_no_run_across_several_sensor_ticks(
     instance = ui.instance
     wait_until("runs still active", lambda: not instance.get_runs(RunsFilter(statuses=ACTIVE_RUN_STATUSES)),
                ui, FLOW_TIMEOUT_S)  # fmt: skip
-    time.sleep(8)  # let the automation sensor see the last materializations
-    before = len(sensor_runs(instance))
-    since = time.time()
 
-    def ticks_since() -> dict[str, list]:
+    def ticks_since(since: float) -> dict[str, list]:
         states = [s for s in instance.all_instigator_state() if s.instigator_name in SENSORS]
         return {
             s.instigator_name: instance.get_ticks(
@@ -161,11 +158,22 @@ def test_no_new_data_launches_no_run_across_several_sensor_ticks(
             for s in states
         }
 
-    wait_until("both sensors ticked three times",
-               lambda: len(t := ticks_since()) == 2 and all(len(v) >= 3 for v in t.values()),
-               ui, 120)  # fmt: skip
+    def ticked(since: float, times: int) -> bool:
+        ticks = ticks_since(since)
+        return len(ticks) == 2 and all(len(v) >= times for v in ticks.values())
+
+    # Both sensors have evaluated once after the last materializations (what that tick
+    # started, if anything, has run) before the count is taken.
+    settled = time.time()
+    wait_until("both sensors ticked after the last run", lambda: ticked(settled, 1), ui, 120)
+    wait_until("runs still active", lambda: not instance.get_runs(RunsFilter(statuses=ACTIVE_RUN_STATUSES)),
+               ui, FLOW_TIMEOUT_S)  # fmt: skip
+    before = len(sensor_runs(instance))
+    since = time.time()
+
+    wait_until("both sensors ticked three times", lambda: ticked(since, 3), ui, 120)
     assert len(sensor_runs(instance)) == before
-    for name, ticks in ticks_since().items():
+    for name, ticks in ticks_since(since).items():
         assert all(not tick.run_ids for tick in ticks), name
 
 

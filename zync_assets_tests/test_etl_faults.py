@@ -59,7 +59,7 @@ def test_kill_9_during_etl_then_rerun_gives_each_output_and_done_record_once(
     time budget keeps one of the two.)"""
     lake, spec = orders
     env = stack.env(ZYNC_LAKE=str(lake))
-    kill_passes_then_finish(spec, env, lake / "Staging", kills=2)
+    kill_passes_then_finish(spec, env, lake / "Staging", kills=1)
     (again,) = run_etl(spark, load_spec(spec))  # in-process: ZYNC_LAKE is this test's lake
     assert again.note == "nothing new to ETL"
     outputs, records, distinct = staged(spark, lake)
@@ -99,7 +99,7 @@ def test_kill_9_during_a_gated_pass_then_rerun_gives_each_transaction_once_and_w
     spec.write_text(transactions_spec("Raw", "Staging", gated=True))
     append_transactions(spark, "Raw", 1, 0, 3_000, 5, NO_OFFSETS)
     env = stack.env(ZYNC_LAKE=str(lake))
-    kill_passes_then_finish(spec, env, lake / "Staging", kills=2)
+    kill_passes_then_finish(spec, env, lake / "Staging", kills=1)
     outputs, records, distinct = staged(spark, lake)
     assert outputs == list(range(30_000))
     assert len(records) == distinct == 30_000 + 6_000  # every event, BEGIN and END once

@@ -20,6 +20,7 @@ class Commits:
         self.taken: list[int] = []
         self.pass_s = pass_s
         self.lock = threading.Lock()
+        self.passing = threading.Event()  # a pass of the lane has read what it takes
 
     def commit(self, n: int) -> None:
         with self.lock:
@@ -29,6 +30,7 @@ class Commits:
         """One pass of the lane: what is new, taken after a pass's worth of work."""
         with self.lock:
             new = self.committed[len(self.taken) :]
+        self.passing.set()  # what it takes is fixed now
         time.sleep(self.pass_s)
         self.taken += new
         return [len(new)]
@@ -56,7 +58,7 @@ def test_a_stop_ends_the_lane_after_its_pass_without_catching_up() -> None:
     commits, stop = Commits(pass_s=0.2), [False]
     commits.commit(0)
     running = lane(commits, stop).start()
-    time.sleep(0.05)  # the first pass is under way
+    assert commits.passing.wait(timeout=10)  # the first pass is under way
     commits.commit(1)
     stop[0] = True
     running.finish()
@@ -133,7 +135,7 @@ def test_dagster_records_a_lake_tables_pass_after_the_warehouse_pass_it_read(
 def test_the_tables_lane_waits_for_the_warehouse_pass_under_way_and_only_for_it() -> None:
     """Turns: the lane's pass starts once the warehouse path's pass under way has ended;
     under a steady stream (pass after pass, no gap) it gets its turn all the same."""
-    turns, timeline, stop = Turns(), [], threading.Event()
+    turns, timeline, stop, under_way = Turns(), [], threading.Event(), threading.Event()
     commits = Commits()
     commits.commit(0)
 
@@ -141,6 +143,7 @@ def test_the_tables_lane_waits_for_the_warehouse_pass_under_way_and_only_for_it(
         while not stop.is_set():  # back to back, as under a backlog
             with turns.taking():
                 timeline.append("pass starts")
+                under_way.set()
                 time.sleep(0.1)
                 timeline.append("pass ends")
 
@@ -150,7 +153,7 @@ def test_the_tables_lane_waits_for_the_warehouse_pass_under_way_and_only_for_it(
 
     loop = threading.Thread(target=warehouse_path)
     loop.start()
-    time.sleep(0.05)  # a warehouse pass is under way
+    assert under_way.wait(timeout=10)  # a warehouse pass is under way
     running = lane(commits, [False], run_once=take, yield_to=turns).start()
     running.finish()
     running.join()

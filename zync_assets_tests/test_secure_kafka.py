@@ -37,7 +37,8 @@ from zync_assets_tests.test_dagster import evaluate
 
 pytestmark = pytest.mark.integration
 
-REFUSAL_DEADLINE_S = 30.0
+# A guard against a hang, not a figure: how long a refusal takes is bench/refusal_bench.py's.
+REFUSAL_GUARD_S = 120.0
 
 
 def over(stack: Stack, settings, **extra: str) -> dict[str, str]:
@@ -78,7 +79,7 @@ def test_the_cli_speaks_every_sasl_mechanism_and_mutual_tls(secured: Stack, topi
     assert subjects.returncode == 0 and f"{topic}-value" in subjects.stdout, subjects.stderr
 
 
-def test_a_refused_connection_names_its_cause_within_30s(
+def test_a_refused_connection_names_its_cause_in_one_line(
     secured: Stack, topic: str, tmp_path: Path
 ) -> None:
     stack = secured
@@ -104,7 +105,6 @@ def test_a_refused_connection_names_its_cause_within_30s(
             dataclasses.replace(registry, url=registry.url.replace("https", "http")),
             "answers only TLS"),
     }  # fmt: skip
-    started = time.monotonic()
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     running = {  # side by side: each waits out the client's connect timeout
         name: subprocess.Popen([ZYNC, "info", "-t", topic], env=over(stack, settings), **pipes)
@@ -118,10 +118,8 @@ def test_a_refused_connection_names_its_cause_within_30s(
         running[name] = subprocess.Popen(command, env=env, **pipes)
     cases |= registry_cases
     for name, process in running.items():
-        out, err = process.communicate(timeout=REFUSAL_DEADLINE_S * 2)
-        elapsed = time.monotonic() - started
+        out, err = process.communicate(timeout=REFUSAL_GUARD_S)
         assert process.returncode == 1, f"{name}: exit {process.returncode}: {out} {err}"
-        assert elapsed < REFUSAL_DEADLINE_S, f"{name}: {elapsed:.0f}s"
         assert out == "" and len(err.splitlines()) == 1, f"{name}: {err}"
         assert err.startswith("zync: error: ") and cases[name][1] in err, f"{name}: {err}"
     for secret in (stack.kafka.sasl_password, registry.password):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -26,6 +28,11 @@ from zync_assets.stack.services import (
 )
 from zync_assets.stack.spark_cluster import ClusterPorts, master_url
 from zync_assets.stack.spark_server import spark_url
+
+if TYPE_CHECKING:  # the stack's modules load when a command runs, not at start-up
+    from zync_assets.stack.register import StackAddresses
+
+_Command = TypeVar("_Command", bound=Callable[..., Any])
 
 
 @click.group()
@@ -204,7 +211,9 @@ def connector() -> None:
     on the stack's Kafka Connect (`zync stack up --cdc`)."""
 
 
-def _addresses(source_port: int, warehouse_port: int, connect_port: int, registry_port: int):
+def _addresses(
+    source_port: int, warehouse_port: int, connect_port: int, registry_port: int
+) -> StackAddresses:
     from zync_assets.stack.register import StackAddresses
     from zync_assets.stack.registry import registry_v2_url
 
@@ -225,7 +234,7 @@ _PORTS = [
 ]
 
 
-def _with_ports(command):
+def _with_ports(command: _Command) -> _Command:
     for option in reversed(_PORTS):
         command = option(command)
     return command

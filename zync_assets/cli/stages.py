@@ -6,6 +6,7 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +21,11 @@ from zync_assets.ingest.shaper import Shaper
 from zync_assets.kafka.registry import Registry
 from zync_assets.pipeline.follow import follow
 from zync_assets.specs.model import Spec, load_spec
+
+if TYPE_CHECKING:  # PySpark and the ETL load when a command needs them
+    from pyspark.sql import SparkSession
+
+    from zync_assets.etl.run import EtlResult
 
 
 def _routes(
@@ -159,7 +165,7 @@ def from_kafka(
         )
 
 
-def describe_etl(result) -> str:
+def describe_etl(result: EtlResult) -> str:
     if result.run is None:
         return f"{result.spec} → {result.pool}: {result.note} ({result.pending} pending)"
     outputs = ", ".join(f"{n} to {t}" for t, n in result.outputs.items()) or "no outputs"
@@ -218,7 +224,7 @@ def etl(
         )
 
 
-def _report(spark, spec: Spec, explain: bool) -> None:
+def _report(spark: SparkSession, spec: Spec, explain: bool) -> None:
     from zync_assets.etl.report import explain_spec, pending_report
 
     if explain:

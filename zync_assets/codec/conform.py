@@ -11,6 +11,7 @@ import base64
 import binascii
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -177,7 +178,7 @@ def _logical(logical: str, schema: dict, value: Any, path: str) -> Any:
     return _NOT_LOGICAL  # unknown logical types fall back to their underlying type
 
 
-def _parsed(value: Any, path: str, what: str, parse, raw_type: type) -> Any:
+def _parsed(value: Any, path: str, what: str, parse: Callable[[str], Any], raw_type: type) -> Any:
     if isinstance(value, raw_type) and not isinstance(value, bool):
         return value  # already in Avro's own units (days, ms, µs)
     if not isinstance(value, str):

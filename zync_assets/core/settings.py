@@ -55,7 +55,9 @@ def _read_json_config(name: str) -> dict[str, Any]:
     return {}
 
 
-def _merge(keys: Mapping[str, str], file_values: Mapping[str, Any], env: Mapping[str, str]):
+def _merge(
+    keys: Mapping[str, str], file_values: Mapping[str, Any], env: Mapping[str, str]
+) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for env_name, file_key in keys.items():
         value = env.get(env_name) or file_values.get(file_key)
@@ -233,10 +235,25 @@ def _duration(
     return seconds
 
 
+# The master URLs Spark takes (its `SparkContext` parses these forms), and Spark Connect's.
+_SPARK_MASTER = re.compile(
+    r"local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+, *\d+, *\d+\]|yarn"
+    r"|(spark|k8s|mesos)://\S+|sc://[^/:;\s]+(:\d+)?(/.*)?"
+)
+
+
 def spark_master(env: Mapping[str, str] | None = None) -> str:
     """`ZYNC_SPARK_MASTER`: a Spark master URL, or `sc://host:port` for a Spark Connect
-    server; `local[*]` (a JVM in this process) by default."""
-    return (os.environ if env is None else env).get("ZYNC_SPARK_MASTER", "local[*]")
+    server; `local[*]` (a JVM in this process) by default. Anything else is refused here,
+    in one line, rather than by a JVM that exits before it says why."""
+    master = (os.environ if env is None else env).get("ZYNC_SPARK_MASTER", "local[*]")
+    if not _SPARK_MASTER.fullmatch(master):
+        raise ZyncError(
+            f"ZYNC_SPARK_MASTER={master!r} is not a Spark master: give local[*], "
+            "spark://host:port (a standalone cluster) or sc://host:port (a Spark Connect "
+            "server), or unset it to run Spark in this process"
+        )
+    return master
 
 
 def verbose(env: Mapping[str, str] | None = None) -> bool:

@@ -18,16 +18,19 @@ import datetime as dt
 import json
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 from dagster import AssetKey
+from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.table import Table
 
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.locations import state_dir
-from zync_assets.core.settings import kafka_settings, registry_settings
+from zync_assets.core.settings import KafkaSettings, kafka_settings, registry_settings
 from zync_assets.demo.cdc_demo import run_cdc_demo
 from zync_assets.demo.invoices import BATCHES, TOPICS, produce_batch, reset
 from zync_assets.demo.via_dagster import Stage, open_instance, wait_for_stages
@@ -48,7 +51,7 @@ from zync_assets.tokafka.sync import sync_pool
 SPEC = Path(__file__).resolve().parent.parent.parent / "etl_specs" / "invoices.yaml"
 
 
-def staging_table(spark, run: int) -> Table:
+def staging_table(spark: SparkSession, run: int) -> Table:
     table = Table(title=f"Staging after ETL run {run}: NewInvoices output records")
     table.add_column("offset", justify="right")
     table.add_column("key")
@@ -66,12 +69,12 @@ def staging_table(spark, run: int) -> Table:
     return table
 
 
-def sink_table(kafka, registry) -> Table:
+def sink_table(kafka: KafkaSettings, registry: Registry) -> Table:
     """The table a JDBC sink in upsert mode builds from NewInvoices."""
     from zync_assets.demo.sink import upsert_by_key
     from zync_assets.kafka.consume import Undecodable, consume
 
-    def records():
+    def records() -> Iterator[tuple[Any, Any]]:
         for record in consume(kafka, registry, "NewInvoices", from_beginning=True, idle_timeout=2):
             if isinstance(record, Undecodable):
                 raise ZyncError(f"NewInvoices offset {record.offset}: {record.error}")
@@ -95,7 +98,7 @@ STAGES = [
 ]
 
 
-def end_offsets(kafka) -> dict[str, dict[int, int]]:
+def end_offsets(kafka: KafkaSettings) -> dict[str, dict[int, int]]:
     marks = watermarks(kafka, list(TOPICS))
     return high_marks(marks)
 

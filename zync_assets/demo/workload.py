@@ -141,7 +141,9 @@ class Workload:
             between(i)
         self._execute(connect, self.finish())
 
-    def _execute(self, connect: Callable[[], psycopg.Connection], sql: list[tuple[str, list]]):
+    def _execute(
+        self, connect: Callable[[], psycopg.Connection], sql: list[tuple[str, list]]
+    ) -> None:
         if not sql:
             return
         with connect() as conn, conn.transaction():

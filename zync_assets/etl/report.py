@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.etl import classify as cl
@@ -118,7 +118,9 @@ def pending_report(spark: SparkSession, spec: Spec) -> list[str]:
     return lines or ["no pending events"]
 
 
-def _waiting(classified, rules: list, transactions: dict[str, OpenTransaction]) -> list[Waiting]:
+def _waiting(
+    classified: DataFrame, rules: list, transactions: dict[str, OpenTransaction]
+) -> list[Waiting]:
     by_number = {r.number: r.rule for r in rules}
     found = []
     waiting = classified.where(F.col("__status").isin(list(cl.WAITING_STATES)))
@@ -144,7 +146,7 @@ def _waiting(classified, rules: list, transactions: dict[str, OpenTransaction]) 
     return found
 
 
-def _transaction_reason(row, transactions: dict[str, OpenTransaction]) -> str:
+def _transaction_reason(row: Row, transactions: dict[str, OpenTransaction]) -> str:
     title = describe(row[TXN])
     if row["__status"] == "waiting":
         open_one = transactions.get(row[TXN])

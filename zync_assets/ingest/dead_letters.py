@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.core.offsets import Offsets
@@ -20,7 +20,7 @@ from zync_assets.lake.pools import commit_file, dead_letter_path, pool_path
 from zync_assets.lake.progress import Progress, commit_metadata, read_progress
 
 
-def _between(low: Offsets, high: Offsets):
+def _between(low: Offsets, high: Offsets) -> Column:
     """Rows whose (topic, partition, offset) lies in [low, high) per partition."""
     condition = F.lit(False)
     for topic, parts in high.items():

@@ -155,7 +155,9 @@ def produce(
     return ProduceResult(topic, len(messages), keys.schema_id, values.schema_id)
 
 
-def send(kafka: KafkaSettings, topic: str, messages: list[tuple[bytes | None, bytes | None]]):
+def send(
+    kafka: KafkaSettings, topic: str, messages: list[tuple[bytes | None, bytes | None]]
+) -> None:
     """Send encoded messages with an idempotent producer; raise if any was not delivered."""
     failures: list[KafkaError] = []
 

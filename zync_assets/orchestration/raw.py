@@ -16,6 +16,7 @@ from dagster import (
     AssetExecutionContext,
     AssetKey,
     AssetObservation,
+    AssetsDefinition,
     AssetSpec,
     Config,
     DagsterRunStatus,
@@ -24,6 +25,7 @@ from dagster import (
     MetadataValue,
     RunRequest,
     RunsFilter,
+    SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
@@ -175,7 +177,7 @@ def dead_letter_check(key: AssetKey, name: str, pool: str, count: int) -> AssetC
 def raw_pool_asset(
     pool: str, inputs: PoolInputs, formats: dict[str, WireFormat] | None = None,
     naming: Naming = DEFAULT_NAMING, freshness: Freshness | None = None,
-):  # fmt: skip
+) -> AssetsDefinition:  # fmt: skip
     named = naming.attributes("raw", pool, tags={"zync/stage": "raw"})
     key = named["key"]
     sources = [*inputs.named, *(pattern_name(p, inputs.patterns) for p in inputs.patterns)]
@@ -312,7 +314,7 @@ def ingest_run_config(key: AssetKey, end_offsets: str) -> dict[str, Any]:
 def raw_pool_sensor(
     pool: str, inputs: PoolInputs, minimum_interval_seconds: int,
     carries: Sequence[AssetKey] = (), naming: Naming = DEFAULT_NAMING,
-):  # fmt: skip
+) -> SensorDefinition:  # fmt: skip
     """`carries`: the assets downstream of the pool that its runs materialize too (staging,
     done, output topics): one run carries a change from Kafka to the output topic, where
     a run per stage would pay a run's start and a sensor tick again at each stage. The
@@ -334,7 +336,7 @@ def raw_pool_sensor(
         required_resource_keys=resource_keys(naming),
         description=f"Starts raw/{pool} when its topics have offsets beyond the pool's cursors.",
     )
-    def kafka_sensor(context: SensorEvaluationContext):
+    def kafka_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
         active = context.instance.get_run_records(
             RunsFilter(tags={POOL_TAG: pool}, statuses=ACTIVE_RUN_STATUSES), limit=1
         )

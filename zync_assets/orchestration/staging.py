@@ -9,6 +9,7 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
+    AssetsDefinition,
     AssetSpec,
     AutomationCondition,
     MaterializeResult,
@@ -72,7 +73,9 @@ def etl_assets(spec: Spec, naming: Naming = DEFAULT_NAMING) -> list:
     return [_pool_asset(spec, pool, raw_deps, naming) for pool in spec.staging_pools()]
 
 
-def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey], naming: Naming):
+def _pool_asset(
+    spec: Spec, pool: str, raw_deps: list[AssetKey], naming: Naming
+) -> AssetsDefinition:
     eager = AutomationCondition.eager()
     staging, done = naming.key("staging", pool), naming.key("done", pool)
     checks = [  # blocking: a pass that fails one is never sent on (conditions.py)
@@ -111,7 +114,7 @@ def _pool_asset(spec: Spec, pool: str, raw_deps: list[AssetKey], naming: Naming)
         can_subset=False,
         required_resource_keys=resource_keys(naming),
     )
-    def etl_pool(context: AssetExecutionContext):
+    def etl_pool(context: AssetExecutionContext) -> Iterator[MaterializeResult | AssetCheckResult]:
         with zync_step(context, naming) as step:  # not across a yield: Dagster's code runs there
             session = step.session()
             (result,) = run_etl(session, spec, pool=pool)

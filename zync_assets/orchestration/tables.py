@@ -17,6 +17,7 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
+    AssetsDefinition,
     MaterializeResult,
     MetadataValue,
     asset,
@@ -144,7 +145,9 @@ def pattern_materialization(
     )  # fmt: skip
 
 
-def _pattern_asset(spec: Spec, number: int, pattern: TablePattern, naming: Naming):
+def _pattern_asset(
+    spec: Spec, number: int, pattern: TablePattern, naming: Naming
+) -> AssetsDefinition:
     name = pattern_asset_name(spec, number)
     named = naming.attributes("table", name, tags={"zync/stage": "table"})
     template = pattern.template
@@ -195,7 +198,7 @@ def _apply_pattern(
     return pattern_materialization(spec, number, results, failures, naming)
 
 
-def _table_asset(spec: Spec, table: TableDef, naming: Naming):
+def _table_asset(spec: Spec, table: TableDef, naming: Naming) -> AssetsDefinition:
     kind = "history (SCD2)" if table.scd2 else "current state (SCD1)"
     named = naming.attributes("table", table.name, tags={"zync/stage": "table"})
     source = naming.key("staging" if table.from_staging else "raw", table.source_pool)

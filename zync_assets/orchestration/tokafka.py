@@ -14,6 +14,7 @@ from typing import Any
 
 from dagster import (
     AssetExecutionContext,
+    AssetsDefinition,
     AssetSpec,
     MaterializeResult,
     MetadataValue,
@@ -66,7 +67,7 @@ def mirror_asset_name(rule: Rule) -> str:
     return f"{rule.pool}_mirror" + ("" if rule.number == 1 else f"_{rule.number}")
 
 
-def _mirror_asset(spec: Spec, rule: Rule, naming: Naming):
+def _mirror_asset(spec: Spec, rule: Rule, naming: Naming) -> AssetsDefinition:
     assert rule.pattern is not None and rule.pool is not None and rule.format is not None
     pool, pattern = rule.pool, rule.pattern
     wire = "Avro" if rule.format.value == "avro" else "Kafka Connect JSON"
@@ -133,7 +134,7 @@ def _topic_spec(
     }
 
 
-def _topic_asset(spec: Spec, route: Route, naming: Naming):
+def _topic_asset(spec: Spec, route: Route, naming: Naming) -> AssetsDefinition:
     @asset(
         **_topic_spec(spec, route, naming, tags={"zync/stage": "to-kafka"}),
         required_resource_keys=resource_keys(naming),
@@ -148,7 +149,7 @@ def _topic_asset(spec: Spec, route: Route, naming: Naming):
     return output_topic
 
 
-def _pool_topics_asset(spec: Spec, pool: str, naming: Naming):
+def _pool_topics_asset(spec: Spec, pool: str, naming: Naming) -> AssetsDefinition:
     routes = [route for route in spec.outputs if route.pool == pool]
 
     @multi_asset(

@@ -42,7 +42,7 @@ def build() -> Path | None:
         _workload(spark, Path(where))
         spark.stop()
         # The JVM writes the archive as it exits, which it does once its stdin closes.
-        gateway = SparkContext._gateway  # type: ignore[attr-defined]
+        gateway = SparkContext._gateway
         if gateway is None:  # not a local driver (a Spark Connect master): nothing to archive
             return None
         gateway.proc.stdin.close()

@@ -60,7 +60,7 @@ def connect_session(url: str, app_name: str, new: bool = False) -> SparkSession:
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
     builder = SparkSession.builder.remote(url).appName(app_name)
     session = builder.create() if new else builder.getOrCreate()
-    session.client.set_retry_policies(  # type: ignore[attr-defined]
+    session.client.set_retry_policies(
         [DefaultPolicy(max_retries=_RETRIES, max_backoff=_MAX_BACKOFF_MS)]
     )
     try:

@@ -14,6 +14,7 @@ the console) goes to stderr, and that count only with `-v`.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -34,7 +35,7 @@ def start_driver_jvm(conf: dict[str, str]) -> None:
     from pyspark import SparkConf, SparkContext  # here: the CLI imports this module early
     from pyspark.java_gateway import launch_gateway
 
-    if SparkContext._gateway is not None:  # type: ignore[attr-defined]
+    if SparkContext._gateway is not None:
         return
     spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
@@ -47,7 +48,7 @@ def start_driver_jvm(conf: dict[str, str]) -> None:
             target=forward_lines, args=(source, 2, None if verbose() else noise),
             name="spark-jvm-output", daemon=True,
         ).start()  # fmt: skip
-    SparkContext._ensure_initialized(gateway=gateway)  # type: ignore[attr-defined]
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def forward_lines(source: IO[bytes], fd: int, noise: re.Pattern[bytes] | None) -> None:
@@ -92,5 +93,5 @@ class QuietPy4J:
     """A logging filter that drops py4j's own error records (a traceback per failed call
     once the JVM is gone); zync reports the failure in one line. `zync -v` keeps them."""
 
-    def filter(self, record) -> bool:
+    def filter(self, record: logging.LogRecord) -> bool:
         return "py4j" not in record.pathname

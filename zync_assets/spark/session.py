@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -172,6 +173,8 @@ def spark_session(
         from zync_assets.spark.connect import connect_session
 
         return connect_session(master, app_name)
+    if master.startswith("spark://"):
+        _require_standalone_master(master)
     conf = spark_conf() | dict(config.spark_conf) | given
     jars = spark_jars()
     opts = [
@@ -203,13 +206,32 @@ def spark_session(
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    hadoop = session.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    hadoop = session.sparkContext._jsc.hadoopConfiguration()
     for key, value in lake_keys(lake).items():
         hadoop.set(key, value)
     session.sparkContext.setLogLevel("ERROR")
     register_functions(session)
     quiet_query_errors()
     return session
+
+
+def _require_standalone_master(master: str) -> None:
+    """A standalone master none of whose addresses answers is one line now: Spark's own
+    client retries for a minute, then leaves a stopped context and an internal error."""
+    for address in master.removeprefix("spark://").split(","):
+        host, colon, port = address.rpartition(":")
+        if not colon:
+            host, port = address, "7077"  # Spark's standalone master's default port
+        try:
+            socket.create_connection((host, int(port)), timeout=2).close()
+            return
+        except (OSError, ValueError):
+            continue
+    raise ZyncError(
+        f"no Spark master answers at {master} (ZYNC_SPARK_MASTER): start it (`zync stack up "
+        "--spark-workers 2` starts a local one), or unset ZYNC_SPARK_MASTER to run Spark in "
+        "this process"
+    )
 
 
 def lane_session(spark: SparkSession) -> SparkSession:

@@ -15,6 +15,11 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # cryptography is imported where keys are made, not at start-up
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 SASL_USER = "zync"
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -123,7 +128,7 @@ def _write(path: Path, data: bytes) -> None:
         handle.write(data)
 
 
-def _make_ca():
+def _make_ca() -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -142,7 +147,9 @@ def _make_ca():
     return key, cert
 
 
-def _issue(ca_key, ca_cert, common_name: str, server: bool):
+def _issue(
+    ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate, common_name: str, server: bool
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     import ipaddress
 
     from cryptography import x509
@@ -161,7 +168,9 @@ def _issue(ca_key, ca_cert, common_name: str, server: bool):
     return key, builder.sign(ca_key, hashes.SHA256())
 
 
-def _builder(subject, issuer, public_key):
+def _builder(
+    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey
+) -> x509.CertificateBuilder:
     from cryptography import x509
 
     now = datetime.datetime.now(datetime.UTC)
@@ -176,13 +185,13 @@ def _builder(subject, issuer, public_key):
     )
 
 
-def _cert_pem(cert) -> bytes:
+def _cert_pem(cert: x509.Certificate) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def _key_pem(key) -> bytes:
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     # PKCS#8: the only unencrypted private-key form Kafka's PEM keystore reads.
     from cryptography.hazmat.primitives import serialization
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, MapType, StructType, VariantType
+from pyspark.sql.types import BooleanType, DataType, MapType, StructType, VariantType
 
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.events import RAW_SCHEMA, event_columns
@@ -59,7 +59,7 @@ def compile_table(spark: SparkSession, spec: Spec, table: TableDef) -> CompiledT
     def fail(field: str, problem: str) -> ZyncError:
         return ZyncError(f"{spec.path}: tables[{table.name}] {field}: {problem}")
 
-    def analysed(field: str, column: Column):
+    def analysed(field: str, column: Column) -> DataType:
         try:
             return events.select(column.alias("x")).schema["x"].dataType
         except (ParseException, AnalysisException) as exc:
@@ -83,7 +83,7 @@ def compile_table(spark: SparkSession, spec: Spec, table: TableDef) -> CompiledT
     return CompiledTable(table, spec, sequence, sequence_type.simpleString(), deletes)
 
 
-def _unorderable(data_type) -> bool:
+def _unorderable(data_type: DataType) -> bool:
     if isinstance(data_type, VariantType | MapType):
         return True
     if isinstance(data_type, StructType):

@@ -71,8 +71,8 @@ class JvmSender:
         self, spark: SparkSession, kafka: KafkaSettings, pool: str, topic: str | None
     ) -> None:
         """`topic` None: the pool's topics go together (send_parts only)."""
-        self._fetch = java_class(spark._jvm, FETCH_CLASS)  # type: ignore[attr-defined]
-        sender = java_class(spark._jvm, SENDER_CLASS)  # type: ignore[attr-defined]
+        self._fetch = java_class(spark._jvm, FETCH_CLASS)
+        sender = java_class(spark._jvm, SENDER_CLASS)
         self._target = sent_to(pool, topic)
         try:
             self._sender = sender(java_producer_config(kafka, pool, topic), topic, pool)
