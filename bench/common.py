@@ -7,8 +7,10 @@ import json
 import os
 import platform
 import random
+import re
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -119,6 +121,40 @@ def write_results(name: str, figures: dict[str, object]) -> Path:
               **measured_code(), "figures": figures}  # fmt: skip
     path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return path
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """A reference-model test run by a benchmark: how many cases and seeds, whether every
+    round equalled the model, and, if not, the assertion that said how."""
+
+    cases: int
+    seeds: int
+    passed: bool
+    seconds: float
+    failure: str | None
+
+
+def run_model_test(
+    test: str, keyword: str, env: dict[str, str], cases: int, seeds: int
+) -> ModelRun:
+    """The model test `test` (`-k keyword`) in a pytest of its own, with its own stack and
+    lake, at the sizes `env` sets: what it found, not what a constant says it would."""
+    child = {**os.environ, **env}
+    for name in ("ZYNC_KAFKA_BOOTSTRAP", "ZYNC_SCHEMA_REGISTRY_URL", "ZYNC_LAKE"):
+        child.pop(name, None)
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", test, "-n", "0", "-q", "-p", "no:cacheprovider",
+         "-k", keyword], env=child, capture_output=True, text=True, timeout=3 * 3600,
+    )  # fmt: skip
+    seconds = round(time.monotonic() - started, 1)
+    if done.returncode == 0 and re.search(rf"\b{seeds} passed\b", done.stdout):
+        return ModelRun(cases, seeds, True, seconds, None)
+    failed = [line for line in done.stdout.splitlines() if line.startswith(("E ", "FAILED"))]
+    if not failed:
+        raise RuntimeError(f"{test} did not run: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return ModelRun(cases, seeds, False, seconds, "\n".join(failed[:5]))
 
 
 def measured_code() -> dict[str, object]:

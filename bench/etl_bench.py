@@ -22,6 +22,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -30,6 +31,9 @@ from bench.common import machine, write_results
 from zync_assets_tests.support.pool_data import PAIRS_SPEC, append_pairs, commit_raw
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
+
+if TYPE_CHECKING:
+    from zync_assets.etl.run import EtlResult
 
 
 def ordered_rows(spark: SparkSession, count: int, late: bool) -> tuple[DataFrame, DataFrame]:
@@ -79,7 +83,7 @@ def ordered_scenario(spark: SparkSession, work: Path, name: str, count: int, lat
     return seconds
 
 
-def etl_pass(spark: SparkSession, spec_path: Path) -> tuple[float, object]:
+def etl_pass(spark: SparkSession, spec_path: Path) -> tuple[float, EtlResult]:
     from zync_assets.etl.run import run_etl
     from zync_assets.specs.model import load_spec
 
@@ -124,7 +128,7 @@ def main() -> None:
     big = scenario(spark, work, "Big", args.history, args.new)
     small2 = scenario(spark, work, "Small2", args.new, args.new)  # again, for noise
     small_s = min(small["new_s"], small2["new_s"])
-    ordered = {}
+    ordered: dict[bool, float] = {}
     for round_ in range(2):  # alternating, best of two each
         for late in (False, True):
             name = f"{'Late' if late else 'InOrder'}{round_}"

@@ -113,7 +113,8 @@ def steady(spark, chain: Chain, chosen: list[db.Table], trials: int) -> dict[str
         with chain.source() as conn:
             conn.execute(f"UPDATE {table.name} SET name = %s WHERE id = 1", [name])
             conn.commit()
-        committed, seen, lake_read = time.monotonic(), {}, 0.0
+        committed, lake_read = time.monotonic(), 0.0
+        seen: dict[str, float] = {}
         while len(seen) < 2:
             if time.monotonic() - committed > TIMEOUT_S:
                 raise TimeoutError(f"steady {n}: {table.name} not through")

@@ -53,7 +53,8 @@ def main() -> None:
         "zync query 'SELECT 1'": [ZYNC, "query", "SELECT 1 AS x"],
         "zync pool ls": [ZYNC, "pool", "ls"],
     }
-    rows, figures = [], {}
+    rows: list[str] = []
+    figures: dict[str, object] = {}
     for name, command in commands.items():
         runs: dict[str, list[tuple[float, float]]] = {"with": [], "without": []}
         for _ in range(args.runs):

@@ -35,7 +35,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from bench.common import machine, publish
+from bench.common import ModelRun, machine, publish, publish_joined, run_model_test
 from zync_assets.lake import store as lake_store
 from zync_assets.lake.delta_writes import append_once
 from zync_assets.lake.pools import commit_file, pool_path, pool_version, table_path
@@ -51,7 +51,8 @@ tables:
   - {name: current, source: orders, keys: [id], sequence-by: "source:lsn::bigint"}
   - {name: history, source: orders, keys: [id], sequence-by: "source:lsn::bigint", stored-as: scd2}
 """
-MODEL_CASES = 2000  # test_tables_model.py's default (ZYNC_TABLE_MODEL_CASES)
+MODEL_TEST = "zync_assets_tests/test_tables_model.py"
+MODEL_CASES, MODEL_SEEDS = 2000, 3  # larger than the test's CI default (1,000 cases, 1 seed)
 RECENT_KEYS = 50_000  # the newest ids, which the recent rounds draw from
 
 
@@ -60,7 +61,22 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--changes", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--model-only",
+        action="store_true",
+        help="only the reference-model test (its figures join the MERGE ones)",
+    )
     args = parser.parse_args()
+    model = run_model_test(
+        MODEL_TEST,
+        "tables_equal_the_model",
+        {"ZYNC_TABLE_MODEL_CASES": str(MODEL_CASES), "ZYNC_TABLE_MODEL_SEEDS": str(MODEL_SEEDS)},
+        MODEL_CASES,
+        MODEL_SEEDS,
+    )
+    if args.model_only:
+        publish_joined("tables", model_lines(model), model_figures(model))
+        return
     from zync_assets.spark.session import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="zync-bench-tables-"))
@@ -103,7 +119,7 @@ def main() -> None:
                       "full_bytes": full_bytes}  # fmt: skip
             samples.setdefault(kind + draw, []).append(sample)
             print(kind + draw, json.dumps({k: round(v, 2) for k, v in sample.items()}), flush=True)
-    report(samples, build_s, args)
+    report(samples, build_s, args, model)
 
 
 def creates(spark: SparkSession, rows: int) -> DataFrame:
@@ -184,9 +200,24 @@ def full_rewrite(
     return seconds, written_bytes(target, 0, pool_version(target))
 
 
-def report(samples: dict[str, list[dict[str, float]]], build_s: float, args) -> None:
-    figures: dict[str, object] = {"machine": machine(), "date": time.strftime("%Y-%m-%d"),
-                                  "model_cases": MODEL_CASES, "build_s": round(build_s, 1)}  # fmt: skip
+def model_figures(model: ModelRun) -> dict[str, object]:
+    return {"model_cases": model.cases, "model_seeds": model.seeds,
+            "model_passed": model.passed, "model_s": model.seconds}  # fmt: skip
+
+
+def model_lines(model: ModelRun) -> str:
+    found = "every round equalled the model" if model.passed else f"it failed: {model.failure}"
+    return (
+        f"\nThe reference-model test (test_tables_model.py) at {model.cases:,} cases and "
+        f"{model.seeds} seeds, run by this benchmark: {found} ({model.seconds} s).\n"
+    )
+
+
+def report(
+    samples: dict[str, list[dict[str, float]]], build_s: float, args: argparse.Namespace,
+    model: ModelRun,
+) -> None:  # fmt: skip
+    figures: dict[str, object] = {"build_s": round(build_s, 1), **model_figures(model)}
     lines = [
         f"\n## Lake tables: MERGE against a full rewrite ({time.strftime('%Y-%m-%d')}, {machine()})\n",
         f"A {args.rows:,}-row table absorbing {args.changes:,} updates of recent keys (of the "
@@ -207,7 +238,7 @@ def report(samples: dict[str, list[dict[str, float]]], build_s: float, args) -> 
             f"| {kind} | {m['merge_s']:.2f} | {m['full_s']:.2f} | {time_ratio} | "
             f"{m['merge_bytes'] / 1e6:.2f} | {m['full_bytes'] / 1e6:.2f} | {bytes_ratio} |"
         )
-    lines.append(f"\nThe reference-model test runs {MODEL_CASES:,} random cases in CI.\n")
+    lines.append(model_lines(model))
     publish("tables", "\n".join(lines) + "\n", figures)
 
 

@@ -63,7 +63,7 @@ def sent_bytes(kafka, topic: str, count: int) -> list[tuple[bytes, bytes]]:
 
     reader = consumer(kafka, **{"isolation.level": "read_committed"})
     reader.assign([TopicPartition(topic, 0, 0)])
-    records: list[tuple[bytes, bytes]] = []
+    records: list[tuple[bytes | None, bytes | None]] = []
     while len(records) < count:
         message = reader.poll(10)
         assert message is not None

@@ -24,15 +24,13 @@ import argparse
 import datetime as dt
 import os
 import re
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from bench.common import machine, publish
+from bench.common import machine, publish, run_model_test
 from bench.etl_bench import etl_pass
 from zync_assets_tests.support.pool_data import commit_raw
 
@@ -71,7 +69,9 @@ def spec_text(raw: str, staging: str, rules: str) -> str:
 
 def _rows(topic: str, ids: DataFrame, first_offset: int, clock: int, value: Column) -> DataFrame:
     """One change per id (`id` column), offsets from `first_offset`, a millisecond apart."""
-    offset = F.lit(first_offset) + F.col("id") - F.lit(ids.agg(F.min("id")).first()[0])
+    lowest = ids.agg(F.min("id")).first()
+    assert lowest is not None
+    offset = F.lit(first_offset) + F.col("id") - F.lit(lowest[0])
     stamp = F.timestamp_millis(F.lit(1_767_225_600_000 + clock) + offset)
     return ids.select(
         F.struct(F.lit(topic), F.lit(0), offset, stamp).cast(KAFKA).alias("kafka"),
@@ -243,19 +243,13 @@ def main() -> None:
 def model_run(cases: int) -> dict[str, object]:
     """The view model test at `cases` cases, in a pytest of its own (its own stack): 0 rows
     mismatched when it passes, else the count its failure names."""
-    env = {**os.environ, "ZYNC_VIEW_MODEL_CASES": str(cases)}
-    for name in ("ZYNC_KAFKA_BOOTSTRAP", "ZYNC_SCHEMA_REGISTRY_URL", "ZYNC_LAKE"):
-        env.pop(name, None)  # the test's own stack and lake
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", MODEL_TEST, "-n", "0", "-q", "-p", "no:cacheprovider",
-         "-k", "after_every_round"],
-        env=env, capture_output=True, text=True, timeout=3600,
-    )  # fmt: skip
-    if done.returncode == 0 and re.search(r"\b1 passed\b", done.stdout):
+    run = run_model_test(MODEL_TEST, "after_every_round",
+                         {"ZYNC_VIEW_MODEL_CASES": str(cases)}, cases, 1)  # fmt: skip
+    if run.passed:
         return {"model_cases": cases, "rows_mismatched": 0}
-    differ = re.search(r"(\d+) of \d+ rows differ", done.stdout)
+    differ = re.search(r"(\d+) of \d+ rows differ", run.failure or "")
     if differ is None:
-        raise RuntimeError(f"the model test failed before comparing: {done.stdout[-2000:]}")
+        raise RuntimeError(f"the model test failed before comparing: {run.failure}")
     return {"model_cases": cases, "rows_mismatched": int(differ.group(1))}
 
 

@@ -12,10 +12,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -63,6 +65,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid not in fast:
             item.add_marker(pytest.mark.slow)
+        if scheduling.runs_last(item.nodeid):
+            item.add_marker(pytest.mark.extended)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
@@ -123,7 +127,7 @@ class Stack:
 
         launch_registry(self.home, self.ports.registry, self.ports.registry_management)()
 
-    def sasl_ssl(self, mechanism: str = "SCRAM-SHA-512", **changes: str) -> KafkaSettings:
+    def sasl_ssl(self, mechanism: str = "SCRAM-SHA-512", **changes: Any) -> KafkaSettings:
         """Settings for the broker's SASL_SSL listener (user `zync`), with `changes`."""
         credentials = local_credentials(self.home)
         settings = KafkaSettings(
@@ -215,7 +219,8 @@ def record_service_cpu(home: Path, only: tuple[str, ...] = ()) -> None:
     from zync_assets.stack.services import stack_status
 
     lines = [
-        json.dumps({"service": s.name, "cpu_seconds": round(process_tree.tree_cpu_seconds(s.running.pid), 1)})
+        json.dumps({"service": s.name, "home": str(home),
+                    "cpu_seconds": round(process_tree.tree_cpu_seconds(s.running.pid), 1)})
         for s in stack_status(home) if s.running is not None and (not only or s.name in only)
     ]  # fmt: skip
     SUITE_REPORTS.mkdir(parents=True, exist_ok=True)
@@ -343,12 +348,29 @@ def spark():
 
 
 _FAILED = pytest.StashKey[bool]()
-_CPU_BEFORE = pytest.StashKey[dict[int, float]]()
+_CPU_BEFORE = pytest.StashKey[process_tree.CpuSeconds]()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[_CPU_BEFORE] = process_tree.tree_cpu()
+    _within_the_budget(item)
+
+
+def _within_the_budget(item: pytest.Item) -> None:
+    """A test that would end past the suite's deadline (`ZYNC_SUITE_DEADLINE`, which
+    scripts/test.sh sets from `ZYNC_SUITE_BUDGET_MIN`) is skipped, saying so: CI's time
+    limit fails a run that crosses it and lands nothing of it."""
+    deadline = os.environ.get("ZYNC_SUITE_DEADLINE")
+    if not deadline:
+        return
+    left = float(deadline) - time.time()
+    marks = {m.name for m in item.iter_markers()}
+    if not scheduling.fits_the_budget(item.nodeid, marks, _RECORDED, left):
+        pytest.skip(
+            f"the suite's time budget (ZYNC_SUITE_BUDGET_MIN) has {max(left, 0) / 60:.0f} "
+            "minutes left, too few for this test: `scripts/test.sh -k` runs it alone"
+        )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -422,7 +444,7 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def produce_json(
     stack: Stack,
     topic: str,
-    records: list[tuple[object, object]],
+    records: Sequence[tuple[object, object]],
     value_schema: object = None,
     partitions: int = 1,
 ) -> None:
@@ -475,6 +497,24 @@ def pool_offsets(spark, lake: Path, pool: str, killed: bool = False) -> list[int
     exactly the pool's dead-letter rows; `killed`: right after a kill, which may have
     cut a run between its commit and its copy to `<pool>_dlq` (the next run makes it),
     so the copy may lag the pool, never hold what the pool does not."""
+    raw = _pool_with_its_dead_letters_checked(spark, lake, pool, killed)
+    return sorted(r.o for r in raw.selectExpr("kafka.offset AS o").collect())
+
+
+def assert_each_offset_once(spark, lake: Path, pool: str, count: int) -> None:
+    """The pool holds offsets 0..count-1 each once (a topic of one partition), its
+    `<pool>_dlq` checked as `pool_offsets` checks it. Spark counts; the offsets come to
+    Python only to show a mismatch (collecting 400,000 of them took seconds a call)."""
+    raw = _pool_with_its_dead_letters_checked(spark, lake, pool, killed=False)
+    found = raw.selectExpr(
+        "count(*)", "count(DISTINCT kafka.offset)", "min(kafka.offset)", "max(kafka.offset)"
+    ).first()
+    assert found is not None
+    if tuple(found) != (count, count, 0, count - 1):
+        assert pool_offsets(spark, lake, pool) == list(range(count)), tuple(found)
+
+
+def _pool_with_its_dead_letters_checked(spark, lake: Path, pool: str, killed: bool):
     from zync_assets.lake.pools import pool_exists
 
     raw = spark.read.format("delta").load(str(lake / pool))
@@ -492,14 +532,14 @@ def pool_offsets(spark, lake: Path, pool: str, killed: bool = False) -> list[int
         assert set(copied) <= set(dead) and len(copied) == len(set(copied)), (copied, dead)
     else:
         assert copied == dead
-    return sorted(r.o for r in raw.selectExpr("kafka.offset AS o").collect())
+    return raw
 
 
 @dataclass(frozen=True)
 class Received:
     partition: int
-    key: object
-    value: object
+    key: Any  # a decoded record: whatever its schema makes it
+    value: Any
     headers: dict[str, bytes]
 
 
@@ -527,8 +567,8 @@ def read_topic(stack: Stack, topic: str, decode: bool = True) -> list[Received]:
             while True:
                 message = consumer.poll(10)
                 assert message is not None, f"{topic}[{partition}]: no EOF within 10s"
-                if message.error():
-                    assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                if (error := message.error()) is not None:
+                    assert error.code() == KafkaError._PARTITION_EOF, error
                     break
                 key, value = message.key(), message.value()
                 if decode:
@@ -536,7 +576,10 @@ def read_topic(stack: Stack, topic: str, decode: bool = True) -> list[Received]:
                     value = value and deserialize(
                         value, SerializationContext(topic, MessageField.VALUE)
                     )
-                received.append(Received(partition, key, value, dict(message.headers() or [])))
+                raw = message.headers() or []
+                pairs = raw.items() if isinstance(raw, dict) else raw
+                headers = {n: v.encode() if isinstance(v, str) else v or b"" for n, v in pairs}
+                received.append(Received(partition, key, value, headers))
     finally:
         consumer.close()
     return received

@@ -19,7 +19,7 @@ from zync_assets_tests.conftest import (
     ZYNC,
     Cluster,
     Stack,
-    pool_offsets,
+    assert_each_offset_once,
     produce_many,
 )
 
@@ -72,7 +72,7 @@ def test_an_executor_killed_mid_ingest_costs_a_retry_not_an_offset(
 ) -> None:
     """kill -9 of one worker's executor while its tasks read and write: Spark runs the lost
     tasks again elsewhere; the command succeeds and the pool holds every offset once."""
-    count = 400_000
+    count = 200_000  # the kill comes with the first running task: most of it is still to do
     produce_many(stack, topic, count)
     lake = tmp_path / "lake"
     command = [ZYNC, "from-kafka", "-t", topic, "-p", "Lost", "--once"]
@@ -89,4 +89,4 @@ def test_an_executor_killed_mid_ingest_costs_a_retry_not_an_offset(
     out, err = ingest.communicate(timeout=600)
     assert ingest.returncode == 0, err
     assert "run 1:" in out
-    assert pool_offsets(spark, lake, "Lost") == list(range(count))
+    assert_each_offset_once(spark, lake, "Lost", count)

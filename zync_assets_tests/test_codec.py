@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -77,7 +78,7 @@ EVERY_VALUE = {
 }
 
 
-def round_trip(schema: dict, value: object) -> object:
+def round_trip(schema: dict, value: object) -> Any:
     conformer = Conformer(schema)
     message = encode(42, conformer.parsed, conformer.conform(value))
     return to_json_value(Decoder({42: schema}.__getitem__).decode(message))

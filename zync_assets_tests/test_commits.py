@@ -33,7 +33,8 @@ def test_the_newest_commit_with_the_key_and_match_wins(tmp_path: Path) -> None:
     found = latest_commit(str(table), "zync_etl", {"spec": "a"})
     assert found is not None and (found.version, found.data["run"]) == (2, 2)
     assert found.metrics == {"numOutputRows": "3"}
-    assert latest_commit(str(table), "zync_etl").version == 4
+    newest = latest_commit(str(table), "zync_etl")
+    assert newest is not None and newest.version == 4
     assert latest_commit(str(table), "zync_ingest") is None
     assert latest_commit(str(tmp_path / "Missing"), "zync_etl") is None
 
@@ -43,7 +44,8 @@ def test_a_state_lost_to_log_retention_is_an_error_not_a_fresh_start(tmp_path: P
     for version in range(20, 25):  # versions 0..19 removed by log retention
         commit(table, version, {"zync_ingest": {"run": version}} if version == 20 else None)
     (table / "_delta_log" / "_last_checkpoint").write_text(json.dumps({"version": 20}))
-    assert latest_commit(str(table), "zync_ingest").version == 20
+    found = latest_commit(str(table), "zync_ingest")
+    assert found is not None and found.version == 20
     with pytest.raises(ZyncError, match=r"removed by log retention.*zync pool maintain"):
         latest_commit(str(table), "zync_etl")  # None would re-read the topics from 0
 

@@ -96,7 +96,14 @@ def test_resources_carry_a_given_configuration_with_its_secrets_by_name(
 
     from zync_assets.core.settings import KafkaSettings
     from zync_assets.orchestration.naming import Naming
-    from zync_assets.orchestration.resources import ZyncResources, zync_resources
+    from zync_assets.orchestration.resources import (
+        KafkaResource,
+        LakeResource,
+        SchemaRegistryResource,
+        SparkResource,
+        ZyncResources,
+        zync_resources,
+    )
 
     monkeypatch.setenv("ZYNC_KAFKA_SASL_PASSWORD", "pw")
     kafka = KafkaSettings("broker:9093", "SASL_SSL", "PLAIN", "user", "pw")
@@ -105,11 +112,12 @@ def test_resources_carry_a_given_configuration_with_its_secrets_by_name(
     assert set(resources) == {
         "east_zync_lake", "east_zync_kafka", "east_zync_schema_registry", "east_zync_spark"
     }  # fmt: skip
-    assert resources["east_zync_kafka"].sasl_password == EnvVar("ZYNC_KAFKA_SASL_PASSWORD")
-    made = ZyncResources(
-        lake=resources["east_zync_lake"], kafka=resources["east_zync_kafka"],
-        registry=resources["east_zync_schema_registry"], spark=resources["east_zync_spark"],
-    ).config()  # fmt: skip
+    lake, kafka = resources["east_zync_lake"], resources["east_zync_kafka"]
+    registry, spark = resources["east_zync_schema_registry"], resources["east_zync_spark"]
+    assert isinstance(lake, LakeResource) and isinstance(kafka, KafkaResource)
+    assert isinstance(registry, SchemaRegistryResource) and isinstance(spark, SparkResource)
+    assert kafka.sasl_password == EnvVar("ZYNC_KAFKA_SASL_PASSWORD")
+    made = ZyncResources(lake=lake, kafka=kafka, registry=registry, spark=spark).config()
     assert made.lake.location == "/data/east" and made.spark_master == "sc://s:1"
     assert made.kafka.bootstrap_servers == "broker:9093" and made.kafka.sasl_username == "user"
 

@@ -33,7 +33,7 @@ from zync_assets_tests.conftest import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-TRANSACTIONS = 150
+TRANSACTIONS = 100
 # The JSON variant proves the wire format (the schema changes come at the same fractions
 # of the workload); the Avro one carries the load.
 TRANSACTIONS_BY_FORMAT = {"avro": TRANSACTIONS, "json": 50}

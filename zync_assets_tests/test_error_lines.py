@@ -3,13 +3,14 @@ and a non-zero exit."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from zync_assets_tests.conftest import Stack, free_port, produce_many, run_zync
+from zync_assets_tests.conftest import Stack, free_port, produce_json, produce_many, run_zync
 
 pytestmark = pytest.mark.integration
 
@@ -92,3 +93,105 @@ def test_offsets_deleted_by_retention_before_ingest_are_a_data_loss_line(
         "they were ingested; raise the topic's retention, or acknowledge the loss by "
         "re-creating the pool"
     )
+
+
+def _view_spec(tmp_path: Path, p: str, key: str) -> Path:
+    spec = tmp_path / "view.yaml"
+    spec.write_text(f"""
+inputs:
+  - {{topic: {p}.accounts, pool: {p}_raw}}
+  - {{topic: {p}.customers, pool: {p}_raw}}
+outputs:
+  - {{topic: {p}_view, pool: {p}_staging}}
+transforms:
+  - type: view
+    inputs: {{a: {p}.accounts, c: {p}.customers}}
+    key: {key}
+    out: {p}_view
+    sql: |
+      SELECT a.after:id::bigint AS id, c.after:id::bigint AS customer_id,
+             c.after:name::string AS customer
+      FROM a JOIN c ON a.after:customer_id::bigint = c.after:id::bigint
+""")
+    return spec
+
+
+def _ingested(spark, stack: Stack, spec: Path) -> None:
+    from zync_assets.ingest.ingest import ingest
+    from zync_assets.kafka.registry import Registry
+    from zync_assets.specs.model import load_spec
+
+    loaded = load_spec(spec)
+    for pool, topics in loaded.raw_pools().items():
+        ingest(spark, pool, topics, stack.kafka, Registry(stack.registry_settings),
+               formats=loaded.formats())  # fmt: skip
+
+
+def test_a_view_input_change_without_a_kafka_key_is_one_line(
+    spark, stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = f"vk{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("ZYNC_LAKE", str(tmp_path / "lake"))
+    spec = _view_spec(tmp_path, p, "id")
+    produce_json(
+        stack, f"{p}.customers", [({"id": 1}, {"op": "c", "after": {"id": 1, "name": "x"}})]
+    )
+    produce_json(
+        stack, f"{p}.accounts", [(None, {"op": "c", "after": {"id": 7, "customer_id": 1}})]
+    )
+    _ingested(spark, stack, spec)
+    done = run_zync("etl", str(spec), env=stack.env(ZYNC_LAKE=str(tmp_path / "lake")))
+    assert done.returncode == 1
+    assert only_line(done.stderr) == (
+        f"zync: error: {spec}: transforms[1]: 1 change(s) of view input {p}.accounts have no "
+        "Kafka key (first: partition 0 offset 0); a view keeps rows by their key: give the "
+        "source table a primary key (or a message key), or read the topic with another rule"
+    )
+
+
+def test_a_view_yielding_two_rows_for_one_key_is_one_line(
+    spark, stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = f"v2{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("ZYNC_LAKE", str(tmp_path / "lake"))
+    spec = _view_spec(tmp_path, p, "customer_id")  # two accounts of one customer: two rows
+    produce_json(
+        stack, f"{p}.customers", [({"id": 1}, {"op": "c", "after": {"id": 1, "name": "x"}})]
+    )
+    produce_json(stack, f"{p}.accounts", [
+        ({"id": n}, {"op": "c", "after": {"id": n, "customer_id": 1}}) for n in (7, 8)
+    ])  # fmt: skip
+    _ingested(spark, stack, spec)
+    done = run_zync("etl", str(spec), env=stack.env(ZYNC_LAKE=str(tmp_path / "lake")))
+    assert done.returncode == 1
+    line = only_line(done.stderr)
+    assert line.startswith(f"zync: error: {spec}: transforms[1] key: the view yields 2 rows "), line
+    assert line.endswith(
+        "its key (customer_id) must name one row: add the columns that tell them apart (e.g. "
+        "each joined table's key)"
+    ), line
+
+
+def test_a_truncate_under_a_mirror_with_its_own_sql_is_one_line(
+    spark, stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = f"mt{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("ZYNC_LAKE", str(tmp_path / "lake"))
+    spec = tmp_path / "mirror.yaml"
+    spec.write_text(
+        f"inputs:\n  - {{topics: '{p}\\.public\\..*', pool: {p}_raw}}\n"
+        f"transforms:\n  - {{type: mirror, topics: '{p}\\.public\\..*', out: 'wh_{p}.{{table}}',\n"
+        f'     pool: {p}_mirror, sql: "in.key AS key, in.after AS value"}}\n'
+    )
+    topic = f"{p}.public.t"
+    produce_json(stack, topic, [({"id": 1}, {"op": "c", "after": {"id": 1}}), (None, {"op": "t"})])
+    _ingested(spark, stack, spec)
+    done = run_zync("etl", str(spec), env=stack.env(ZYNC_LAKE=str(tmp_path / "lake")))
+    assert done.returncode == 1
+    line = only_line(done.stderr)
+    assert line.startswith("zync: error: "), line
+    assert line.endswith(
+        f"topic {topic} was truncated, and mirror rule 1 makes its own keys (sql:), so zync "
+        "cannot tell which rows the truncate removed: use the mirror's default sql for "
+        "truncated tables"
+    ), line

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from zync_assets_tests.conftest import ZYNC, Stack, pool_offsets, produce_many, run_zync
+from zync_assets_tests.conftest import (
+    ZYNC,
+    Stack,
+    assert_each_offset_once,
+    pool_offsets,
+    produce_many,
+    run_zync,
+)
 from zync_assets_tests.support.kills import kill_when
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -45,7 +52,7 @@ def test_kill_9_at_random_points_then_resume_loses_and_doubles_nothing(
     done = run_zync("from-kafka", "--topic", topic, "--pool", "Crash", "--once", env=resume,
                     timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert pool_offsets(spark, lake, "Crash") == list(range(count))
+    assert_each_offset_once(spark, lake, "Crash", count)
 
 
 def test_two_concurrent_writers_never_duplicate(
@@ -64,7 +71,7 @@ def test_two_concurrent_writers_never_duplicate(
             assert code == 1 and "another writer" in err, err
         else:  # ...or finds the work done
             assert "run 1:" in out or "another writer" in out or "nothing new" in out, out
-    assert pool_offsets(spark, lake, "Twice") == list(range(count))
+    assert_each_offset_once(spark, lake, "Twice", count)
 
 
 def test_ctrl_c_finishes_the_current_commit_and_exits_cleanly(
@@ -81,7 +88,7 @@ def test_ctrl_c_finishes_the_current_commit_and_exits_cleanly(
     proc.send_signal(signal.SIGINT)
     code = proc.wait(timeout=120)
     assert code == 0, proc.stderr.read() if proc.stderr else ""
-    assert pool_offsets(spark, lake, "Stop") == list(range(20_000))
+    assert_each_offset_once(spark, lake, "Stop", 20_000)
 
 
 def _driver_jvm(pid: int) -> int:
@@ -117,4 +124,4 @@ def test_the_spark_jvm_killed_mid_pass_is_one_line_and_resume_loses_nothing(
     done = run_zync("from-kafka", "--topic", topic, "--pool", "JvmKill", "--once", env=env,
                     timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert pool_offsets(spark, lake, "JvmKill") == list(range(count))
+    assert_each_offset_once(spark, lake, "JvmKill", count)

@@ -35,7 +35,12 @@ def test_compaction_beside_a_writer_loses_and_duplicates_nothing(spark, tmp_path
     path = str(tmp_path / "Raw")
     ingest_run(spark, path, 0)
     runs = 20
-    writer = threading.Thread(target=lambda: [ingest_run(spark, path, r) for r in range(1, runs)])
+
+    def write() -> None:
+        for r in range(1, runs):
+            ingest_run(spark, path, r)
+
+    writer = threading.Thread(target=write)
     upkeep = Maintenance(spark, MaintenancePolicy(compact_every=1))
     writer.start()
     compacted = 0

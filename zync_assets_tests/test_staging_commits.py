@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -20,32 +21,21 @@ from zync_assets_tests.support.pool_data import PAIRS_SPEC, commit_raw, pair_row
 
 pytestmark = pytest.mark.integration
 
-# PAIRS_SPEC's denorm into one pool, and a copy of each order into a second pool.
-TWO_POOLS = """
-inputs:
-  - {topic: orders, pool: Raw}
-  - {topic: payments, pool: Raw}
-outputs:
-  - {topic: paid_orders, pool: Paired}
-  - {topic: order_copies, pool: Copies}
-transforms:
-  - type: denorm
-    where: op IN ('c', 'r')
-    left: orders
-    right: payments
-    join-on: left.after:id::bigint = right.after:order_id::bigint
-    out: paid_orders
-    sql: |
-      left.key AS key,
-      named_struct('id', left.after:id::bigint, 'customer', left.after:customer::string) AS value
-  - type: stateless
-    where: op IN ('c', 'r')
-    in: orders
-    out: order_copies
-    sql: |
-      named_struct('id', in.after:id::bigint) AS key,
-      named_struct('id', in.after:id::bigint, 'customer', in.after:customer::string) AS value
-"""
+# PAIRS_SPEC's rules into one pool, and a copy of each order of a third topic (an input
+# feeds one staging pool) into a second pool.
+COPY_RULE = {
+    "type": "stateless", "where": "op IN ('c', 'r')", "in": "order_log", "out": "order_copies",
+    "sql": "named_struct('id', in.after:id::bigint) AS key, "
+    "named_struct('id', in.after:id::bigint, 'customer', in.after:customer::string) AS value",
+}  # fmt: skip
+
+
+def two_pools_spec() -> str:
+    spec = yaml.safe_load(PAIRS_SPEC % {"raw": "Raw", "staging": "Paired"})
+    spec["inputs"].append({"topic": "order_log", "pool": "Raw"})
+    spec["outputs"].append({"topic": "order_copies", "pool": "Copies"})
+    spec["transforms"].append(COPY_RULE)
+    return yaml.safe_dump(spec, sort_keys=False)
 
 
 def rows_by_commit(spark: SparkSession, path: Path) -> dict[int, DataFrame]:
@@ -109,9 +99,14 @@ def test_a_kill_after_a_passs_first_commit_costs_the_other_pool_a_rerun_not_a_re
     lake = tmp_path / "lake"
     monkeypatch.setenv("ZYNC_LAKE", str(lake))
     spec = tmp_path / "two_pools.yaml"
-    spec.write_text(TWO_POOLS)
-    count = 40_000
-    commit_raw(spark, "Raw", 1, pair_rows(spark, 0, count), {"orders": count, "payments": count})
+    spec.write_text(two_pools_spec())
+    count = 20_000
+    pairs = pair_rows(spark, 0, count)
+    log = pairs.where(F.col("kafka.topic") == "orders").withColumn(
+        "kafka", F.col("kafka").withField("topic", F.lit("order_log"))
+    )
+    ends = {"orders": count, "payments": count, "order_log": count}
+    commit_raw(spark, "Raw", 1, pairs.unionByName(log), ends)
     pools = {name: lake / name / "_delta_log" for name in ("Paired", "Copies")}
 
     def one_pool_committed(_stdout: str) -> bool:
@@ -124,7 +119,7 @@ def test_a_kill_after_a_passs_first_commit_costs_the_other_pool_a_rerun_not_a_re
 
     done = run_zync("etl", str(spec), env=stack.env(ZYNC_LAKE=str(lake)), timeout=600)
     assert done.returncode == 0, done.stderr
-    for pool, topics in (("Paired", ("orders", "payments")), ("Copies", ("orders",))):
+    for pool, topics in (("Paired", ("orders", "payments")), ("Copies", ("order_log",))):
         staging = spark.read.format("delta").load(str(lake / pool))
         ids = [r.id for r in staging.where("kind = 'output'").selectExpr("value:id::bigint AS id")
                .orderBy("id").collect()]  # fmt: skip

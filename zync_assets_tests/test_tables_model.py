@@ -8,7 +8,9 @@ topic of 3 partitions (a key stays in its partition) and are cut into rounds; af
 round the events go through the real Kafka, ingest and the table passes (SCD1 and SCD2),
 and both tables must equal the model's, row for row.
 
-The default (CI) is one seed of ZYNC_TABLE_MODEL_CASES=2000 cases; more by hand:
+The default (CI) is one seed of ZYNC_TABLE_MODEL_CASES=1000 cases (2,000 until the suite
+had to fit a machine 2.3 times slower; bench/tables_bench.py runs the model larger); more
+by hand:
     ZYNC_TABLE_MODEL_SEEDS=10 scripts/test.sh -k tables_model
 """
 
@@ -30,7 +32,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FIRST_SEED = int(os.environ.get("ZYNC_TABLE_MODEL_FIRST_SEED", "0"))
 SEEDS = int(os.environ.get("ZYNC_TABLE_MODEL_SEEDS", "1"))
-CASES = int(os.environ.get("ZYNC_TABLE_MODEL_CASES", "2000"))
+CASES = int(os.environ.get("ZYNC_TABLE_MODEL_CASES", "1000"))
 ROUNDS = 4
 BOUND = 4  # how far (in events) a delivery may move ahead of its place
 

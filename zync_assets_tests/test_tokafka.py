@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
 
@@ -18,13 +19,14 @@ from zync_assets.tokafka import sync as sync_module
 from zync_assets.tokafka.jvm_sender import JvmSender
 from zync_assets.tokafka.librdkafka_sender import LibrdkafkaSender
 from zync_assets.tokafka.position import OFFSET_HEADER, POOL_HEADER
+from zync_assets.tokafka.sender import Sender
 from zync_assets.tokafka.sync import sync_pool, sync_topic
 from zync_assets_tests.conftest import Stack, produce_bytes, read_topic, rebuild_table, run_zync
 
 pytestmark = pytest.mark.integration
 
 
-def write_staging(spark, pool: str, topic: str, rows: list[tuple[int, object, object]]) -> None:
+def write_staging(spark, pool: str, topic: str, rows: Sequence[tuple[int, object, object]]) -> None:
     """Append output records (offset, key, value; JSON-able, None = SQL NULL) to a staging
     pool, in the layout `zync etl` writes."""
     data = [(o, json.dumps(k) if k is not None else None, json.dumps(v) if v is not None else None)
@@ -179,7 +181,12 @@ def test_later_runs_reuse_registered_schemas_and_survey_only_a_new_shape(
     first = sync(spark, stack, "S", topic)
     surveys: list[int] = []
     real_survey = sync_module.survey
-    monkeypatch.setattr(sync_module, "survey", lambda o, s: surveys.append(s) or real_survey(o, s))
+
+    def survey(outputs, start):  # the real one's arguments
+        surveys.append(start)
+        return real_survey(outputs, start)
+
+    monkeypatch.setattr(sync_module, "survey", survey)
     write_staging(spark, "S", topic, [(i, {"id": i}, {"id": i, "n": i}) for i in range(3, 5)])
     second = sync(spark, stack, "S", topic)
     assert (second.sent, surveys) == (2, [])  # the registered schemas fit: no survey
@@ -247,20 +254,20 @@ def test_a_key_the_first_runs_sample_did_not_see_is_sent(
     assert [(r.key, r.value) for r in records] == [(None, {"n": 1}), ({"id": 1}, {"n": 2})]
 
 
-SENDERS = {
+SENDERS: dict[str, Callable[..., Sender]] = {
     "jvm": lambda spark, kafka, pool, topic: JvmSender(spark, kafka, pool, topic),
     "librdkafka": lambda spark, kafka, pool, topic: LibrdkafkaSender(kafka, pool, topic),
 }
 
 
-def open_on_new_topic(spark, stack: Stack, topic: str, kind: str):
+def open_on_new_topic(spark, stack: Stack, topic: str, kind: str) -> Sender:
     from zync_assets.kafka.clients import ensure_topic
 
     ensure_topic(stack.kafka, topic)
     return SENDERS[kind](spark, stack.kafka, "S", topic)
 
 
-def outputs_and_codec(spark, stack: Stack, topic: str, rows: list[tuple[int, object, object]]):
+def outputs_and_codec(spark, stack: Stack, topic: str, rows: Sequence[tuple[int, object, object]]):
     """What a sender is handed: output records (offset, key, value VARIANTs, as
     `encode.outputs_from` selects them) and an encoding that fits them all."""
     data = [(o, json.dumps(k) if k is not None else None, json.dumps(v) if v is not None else None)
@@ -429,7 +436,7 @@ def test_partitions_spread_keys_and_keep_each_partition_contiguous(
         assert offsets == sorted(offsets)
         # The last record of each partition says where the next run resumes.
         assert int(part[-1].headers[OFFSET_HEADER]) == offsets[-1]
-    partition_of_key = {}
+    partition_of_key: dict[object, int] = {}
     for r in records:
         assert partition_of_key.setdefault(r.key["id"], r.partition) == r.partition
     with pytest.raises(ZyncError, match="already has 3 partition"):

@@ -171,8 +171,10 @@ def kafka_offsets(stack: Stack, topic: str) -> list[tuple[int, dict]]:
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         while (message := consumer.poll(10)) is not None and not message.error():
-            value = json.loads(message.value())
-            found.append((message.offset(), value.get("payload", value)))
+            value = json.loads(message.value() or b"null")
+            offset = message.offset()
+            assert offset is not None
+            found.append((offset, value.get("payload", value)))
     finally:
         consumer.close()
     return found
@@ -197,8 +199,16 @@ def test_a_transactions_outputs_wait_for_its_end_and_all_its_events_then_land_to
     t4 = Txn(source, "504:40").change("orders", 4, 1).change("items", 14, 0)
     # Pass 1: t1's END arrives before its last event; t2 is whole; t3 has no END; t4's
     # events are all in but its END comes only in pass 2 (a transaction across passes).
-    t1.begin(), t1.events(0, 1), t2.begin(), t2.events(), t2.end(), t1.end()
-    t3.begin(), t3.events(0), t4.begin(), t4.events()
+    t1.begin()
+    t1.events(0, 1)
+    t2.begin()
+    t2.events()
+    t2.end()
+    t1.end()
+    t3.begin()
+    t3.events(0)
+    t4.begin()
+    t4.events()
     source.send(
         source.topic("orders"), 0, {"id": 9}, {"op": "c", "after": {"id": 9}}
     )  # no metadata
@@ -218,7 +228,9 @@ def test_a_transactions_outputs_wait_for_its_end_and_all_its_events_then_land_to
     assert reasons[(orders, 0, 1)] == "waits for source transaction 503: its END record"
     assert reasons[(items, 0, 0)] == "waits for source transaction 504: its END record"
     # Pass 2: t1's last event, t4's END, t3's second event (t3 still has no END).
-    t1.events(2), t4.end(), t3.events(1)
+    t1.events(2)
+    t4.end()
+    t3.events(1)
     source.flush()
     second = etl_pass(spark, stack, registry, spec)
     found = by_txn(outputs(spark, staging))
@@ -239,13 +251,13 @@ def test_a_transactions_outputs_wait_for_its_end_and_all_its_events_then_land_to
     assert report[0].endswith(": waits for its END record"), report
     # to-kafka, one record per Kafka transaction asked: a source transaction still goes in one.
     sync_pool(spark, staging, stack.kafka, registry, transaction_size=1, default_format="json")
-    offsets = kafka_offsets(stack, f"{source.prefix}_out")
-    assert len(offsets) == len(all_offsets)
+    sent = kafka_offsets(stack, f"{source.prefix}_out")
+    assert len(sent) == len(all_offsets)
     for txn in ("501:10", "504:40"):
-        mine = sorted(o for o, value in offsets if value.get("txn") == txn)
-        assert mine == list(range(mine[0], mine[0] + len(mine))), (txn, offsets)  # no marker
-    singles = sorted(o for o, value in offsets if value.get("txn") in ("502:20", None))
-    assert all(b - a >= 2 for a, b in itertools.pairwise(singles)), offsets  # a marker each
+        mine = sorted(o for o, value in sent if value.get("txn") == txn)
+        assert mine == list(range(mine[0], mine[0] + len(mine))), (txn, sent)  # no marker
+    singles = sorted(o for o, value in sent if value.get("txn") in ("502:20", None))
+    assert all(b - a >= 2 for a, b in itertools.pairwise(singles)), sent  # a marker each
     assert second.cursors[source.topic("orders")][0] == 1  # held at t3's event
 
 
@@ -257,8 +269,11 @@ def test_a_later_transaction_on_a_held_key_waits_whole_and_an_open_one_expires(
     spec = write_spec(tmp_path, source, raw, staging, expire="1h")
     open_one = Txn(source, "601:10").change("orders", 1, 0)  # never ends
     later = Txn(source, "602:20").change("orders", 1, 0).change("items", 21, 1)  # same key
-    open_one.begin(), open_one.events()
-    later.begin(), later.events(), later.end()
+    open_one.begin()
+    open_one.events()
+    later.begin()
+    later.events()
+    later.end()
     source.flush()
     etl_pass(spark, stack, registry, spec)
     # `later` is complete, but its orders event is behind the open one's (same key): the
@@ -295,7 +310,12 @@ def test_a_table_from_a_gated_output_applies_each_source_transaction_in_one_comm
     t2 = Txn(source, "802:20").change("orders", 2, 1).change("items", 21, 0)
     # Ingest 1 has all of t2 and all but one event of t1 (END included): the table's first
     # pass applies t2 only; its second, all of t1 at once.
-    t1.begin(), t1.events(0, 1), t1.end(), t2.begin(), t2.events(), t2.end()
+    t1.begin()
+    t1.events(0, 1)
+    t1.end()
+    t2.begin()
+    t2.events()
+    t2.end()
     source.flush()
     etl_pass(spark, stack, registry, spec)
     [first] = run_tables(spark, load_spec(spec))
@@ -334,7 +354,9 @@ def test_a_source_transaction_across_two_topics_is_one_kafka_transaction(
     ]  # fmt: skip
     txns.append(Txn(source, "909:90").change("orders", 9, 0))  # one table only
     for txn in txns:
-        txn.begin(), txn.events(), txn.end()
+        txn.begin()
+        txn.events()
+        txn.end()
     source.flush()
     etl_pass(spark, stack, registry, spec)
     staged = {txn: len(rows) for txn, rows in by_txn(outputs(spark, staging)).items()}

@@ -115,13 +115,13 @@ def sink_table(stack: Stack, topic: str, key: tuple[str, ...] = ("id",)) -> dict
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         while (message := consumer.poll(10)) is not None and not message.error():
-            fields = json.loads(message.key())
+            fields = json.loads(message.key() or b"null")
             fields = fields.get("payload", fields)
             name = fields[key[0]] if len(key) == 1 else tuple(fields.get(c) for c in key)
-            if message.value() is None:
+            if (raw := message.value()) is None:
                 table.pop(name, None)
             else:
-                value = json.loads(message.value())
+                value = json.loads(raw)
                 table[name] = value.get("payload", value)
     finally:
         consumer.close()

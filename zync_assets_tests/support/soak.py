@@ -131,6 +131,7 @@ class Soak:
             self._sample()
             time.sleep(5)
         self.catch_up_s = time.monotonic() - started
+        assert self.run is not None, "the pipeline never started"
         self.run.send_signal(signal.SIGTERM)
         self.run.wait(timeout=120)
         self._sample()

@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from confluent_kafka import Producer
 from fastavro import parse_schema
 
 from zync_assets.codec.avro import encode
@@ -22,9 +23,9 @@ from zync_assets.kafka.registry import Registry
 
 KEY = {"type": "record", "name": "Key", "namespace": "soak.public.items",
        "fields": [{"name": "id", "type": "long"}]}  # fmt: skip
-_ROW_V1 = [{"name": "id", "type": "long"}, {"name": "name", "type": "string"},
+_ROW_V1: list[dict] = [{"name": "id", "type": "long"}, {"name": "name", "type": "string"},
            {"name": "qty", "type": "int"}]  # fmt: skip
-_ROW_V2 = [*_ROW_V1, {"name": "note", "type": ["null", "string"], "default": None}]
+_ROW_V2: list[dict] = [*_ROW_V1, {"name": "note", "type": ["null", "string"], "default": None}]
 
 
 def envelope_schema(row_fields: list[dict]) -> dict:
@@ -59,7 +60,7 @@ class SoakSource:
         self.rng = random.Random(self.seed)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._out = None
+        self._out: Producer | None = None
         self._evolve = False
         self.failures: list[str] = []
 
@@ -113,7 +114,9 @@ class SoakSource:
         return report
 
     def _send(self, key: dict, value: dict | None, poison: bool = False) -> None:
+        assert self._out is not None, "start() first"
         encoded_key = encode(self.key_id, self.key_schema, key)
+        encoded_value: bytes | None
         if poison:
             encoded_value = b"\x09not Confluent-framed Avro at all"
         else:
@@ -141,6 +144,7 @@ class SoakSource:
         self._evolve = True
 
     def _run(self) -> None:
+        assert self._out is not None, "start() first"
         tick = 0.05
         while not self._stop.is_set():
             started = time.monotonic()
