@@ -118,6 +118,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--fast-seconds", type=float, help="the fast tier's wall time")
     parser.add_argument("--collected", type=int, help="tests collected, for a run stopped early")
+    parser.add_argument(
+        "--keep-durations",
+        action="store_true",
+        help="leave support/durations.json as it is (a run on another machine)",
+    )
     args = parser.parse_args()
     reports = args.junit or sorted(REPORTS.glob("*.xml"))
     wall = args.wall_seconds or sum(_seconds(r) for r in reports)
@@ -126,7 +131,8 @@ def main() -> None:
     found = figures(cases, wall, args.workers, fast, args.collected)
     found.update(service_cpu(REPORTS / "services.jsonl"))
     publish("suite", table(found), found)
-    write_durations(cases, found["complete"])
+    if not args.keep_durations:
+        write_durations(cases, found["complete"])
 
 
 def service_cpu(path: Path) -> dict:

@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TABLES = 10  # each shape twice; the 50-table run is bench/mirror_bench.py
 TRANSACTIONS = 30
-CONVERGE_TIMEOUT_S = 420
+CONVERGE_TIMEOUT_S = 900  # a 2.0 GHz two-core machine outran 420 s after the kill
 
 
 def wait_for(done, timeout: float = 300) -> None:
@@ -79,7 +79,7 @@ def converge(spark, chain, chosen: list[db.Table], deadline: float) -> dict[str,
     return wrong
 
 
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(2400)
 def test_one_short_spec_mirrors_a_whole_database_through_a_kill_and_a_connect_restart(
     stack: Stack, cdc_ports: CdcPorts, spark, lake: Path, tmp_path: Path
 ) -> None:

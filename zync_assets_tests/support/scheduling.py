@@ -48,6 +48,8 @@ GROUPED = {
 # too, end to end. Within a time budget (`ZYNC_SUITE_BUDGET_MIN`, CI's by default) they
 # are the ones the budget cuts first; `scripts/test.sh` with no budget runs them all.
 LAST = {
+    # its 50-table run is bench/mirror_bench.py; here its restart outran 420 s (2026-12-01)
+    "test_whole_database.py::test_one_short_spec_mirrors_a_whole_database_through_a_kill_and_a_connect_restart",
     "test_view_model.py::test_views_equal_their_query_over_current_rows_after_every_round",
     "test_soak.py::test_a_one_minute_soak_with_kills_reconciles_every_offset",
     "test_tables_model.py::test_tables_equal_the_model[0]",
