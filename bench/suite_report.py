@@ -38,6 +38,7 @@ class Case:
     seconds: float
     failed: bool
     cpu_seconds: float | None = None  # conftest.py's property; None in an older report
+    skipped: bool = False  # by a mark, or by the suite's time budget (ZYNC_SUITE_BUDGET_MIN)
 
     @property
     def name(self) -> str:
@@ -53,8 +54,9 @@ def read_cases(path: Path) -> list[Case]:
         if module in (".py", "pytest.py"):
             continue  # pytest's own entry for an internal error (a run stopped early)
         cpu = [p.get("value") for p in case.iter("property") if p.get("name") == "cpu_seconds"]
+        skipped = any(child.tag == "skipped" for child in case)
         cases.append(Case(module, case.get("name") or "", float(case.get("time") or 0), failed,
-                          float(cpu[0]) if cpu and cpu[0] else None))  # fmt: skip
+                          float(cpu[0]) if cpu and cpu[0] else None, skipped))  # fmt: skip
     return cases
 
 
@@ -75,6 +77,7 @@ def figures(
         "collected": collected or len(cases),
         "complete": collected is None or len(cases) >= collected,
         "failed": sum(1 for c in cases if c.failed),
+        "skipped": sum(1 for c in cases if c.skipped),
         "workers": workers,
         "full_minutes": round(wall_s / 60, 1),
         "fast_minutes": round(fast_s / 60, 1) if fast_s is not None else None,
