@@ -168,8 +168,10 @@ def measured_code() -> dict[str, object]:
 
     try:
         commit = git("rev-parse", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no", "--", "zync_assets", "bench",
-                    ":!bench/results", ":!docs")  # fmt: skip
+        from bench.stale import MEASURED
+
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", *MEASURED, "bench",
+                    ":!bench/results")  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "clean": None}
     return {"commit": commit, "clean": not dirty}

@@ -23,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+# Kept free of imports beyond the standard library: bench/common.py reads it too.
 MEASURED = ("zync_assets", "jvm/src", "resources", "scripts/constraints.txt", "bench/common.py")
 # What a result measured beyond the package: the suite's figures measure the tests.
 ALSO_MEASURED = {"suite": ("zync_assets_tests", "scripts/test.sh", "setup.cfg")}

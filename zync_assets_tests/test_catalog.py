@@ -49,26 +49,21 @@ def metastore(stack: Stack) -> str:
     return metastore_url(port)
 
 
-# zync's commands one after another in one process, as a user would type them, but over
-# one JVM with Hive's client (each is 20-40 s of a loaded machine's start-up): each step
-# is a `zync` command line, or `["rm", folder]`. Prints each command's exit code and output.
+# zync's commands one after another in one process (support/in_process.py's way, the CLI's
+# own `main`), as a user would type them, but over one JVM with Hive's client (each is
+# 20-40 s of a loaded machine's start-up): each step is a `zync` command line, or
+# `["rm", folder]`. Prints each command's exit code and output.
 COMMANDS = """
-import contextlib, io, json, sys
-from zync_assets.cli.main import main
+import json, os, sys
 from zync_assets.lake.store import delete_tree
+from zync_assets_tests.support.in_process import run_in_process
 results = []
 for step in json.loads(sys.argv[1]):
     if step[0] == "rm":
         delete_tree(step[1])
         continue
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(step)
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    results.append([code, out.getvalue(), err.getvalue()])
+    done = run_in_process(step, dict(os.environ), None)
+    results.append([done.returncode, done.stdout, done.stderr])
 print(json.dumps(results))
 """
 
