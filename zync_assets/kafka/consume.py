@@ -15,6 +15,7 @@ from zync_assets.codec.render import render_datetime, to_json_value
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka import clients
+from zync_assets.kafka.failures import CONNECT_TIMEOUT_S
 from zync_assets.kafka.registry import Registry
 
 
@@ -37,25 +38,30 @@ def consume(
 ) -> Iterator[dict[str, Any] | Undecodable]:
     """Yield `{key, value}` (plus `kafka` metadata if asked) for each message, in arrival order.
 
-    Stops when no message arrives for `idle_timeout` seconds (None: never).
+    Stops once it has caught up with every partition and no message arrived for
+    `idle_timeout` seconds (None: never). The clock waits for the catch-up because on a
+    loaded broker the first fetch alone can outlast a short timeout, and stopping then
+    would print nothing for a topic that has messages.
     """
     partitions = clients.partitions_of(kafka, topic)
     decoder = Decoder(registry.schema_by_id)
     consumer = clients.consumer(kafka)
     start = OFFSET_BEGINNING if from_beginning else OFFSET_END
     consumer.assign([TopicPartition(topic, p, start) for p in partitions])
-    last_message = time.monotonic()
+    behind = set(partitions)  # partitions that have not yet reported their end
+    last_event = time.monotonic()
     try:
-        while idle_timeout is None or time.monotonic() - last_message < idle_timeout:
+        while not _idle_past(behind, last_event, idle_timeout, kafka):
             message = consumer.poll(0.2)
             if message is None:
                 continue
+            last_event = time.monotonic()
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
+                    behind.discard(message.partition())
                     continue
                 raise ZyncError(f"consuming {topic!r} failed: {error.str()}")
-            last_message = time.monotonic()
             try:
                 record = {
                     "key": to_json_value(decoder.decode(message.key())),
@@ -69,6 +75,23 @@ def consume(
             yield record
     finally:
         consumer.close()
+
+
+def _idle_past(
+    behind: set[int], last_event: float, idle_timeout: float | None, kafka: KafkaSettings
+) -> bool:
+    """Whether to stop: idle that long once caught up; a broker silent before then is an error."""
+    if idle_timeout is None:
+        return False
+    silent = time.monotonic() - last_event
+    if not behind:
+        return silent >= idle_timeout
+    if silent >= idle_timeout + CONNECT_TIMEOUT_S:
+        raise ZyncError(
+            f"{kafka.bootstrap_servers} sent nothing for {silent:.0f} s before the topic's end "
+            "was reached; check that the broker is up and reachable (`zync info -t TOPIC`)"
+        )
+    return False
 
 
 def _metadata(message: Any) -> dict[str, Any]:
