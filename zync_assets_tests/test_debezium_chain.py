@@ -24,6 +24,8 @@ from zync_assets.etl.run import run_etl
 from zync_assets.ingest.ingest import ingest
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.pools import pool_exists, pool_path, table_path
+from zync_assets.specs.ingested import mirrored
+from zync_assets.specs.mirror import mirror_sources
 from zync_assets.specs.model import Spec, load_spec
 from zync_assets.stack.registry import CCOMPAT_PATH
 from zync_assets.stack.services import CdcPorts
@@ -57,11 +59,12 @@ def pipeline_pass(
     for pool, topics in spec.raw_pools().items():
         ingest(spark, pool, topics, stack.kafka, registry, missing_ok=True, formats=formats)
     run_etl(spark, spec)
-    outputs = {topic: wire.value for topic, wire in formats.items()}
-    for pool in {o.pool for o in spec.outputs}:
+    expanded = mirrored(spec)  # a mirror's outputs, in their sources' column types
+    outputs = {topic: wire.value for topic, wire in expanded.formats().items()}
+    for pool in {o.pool for o in expanded.outputs}:
         if pool_exists(pool_path(pool)):  # ETL makes it with its first outputs
             sync_pool(spark, pool, stack.kafka, registry, formats=outputs,
-                      transaction_size=transaction_size)  # fmt: skip
+                      transaction_size=transaction_size, sources=mirror_sources(expanded))  # fmt: skip
     run_tables(spark, spec, registry)
 
 

@@ -29,6 +29,7 @@ from zync_assets.orchestration.naming import DEFAULT_NAMING, Naming
 from zync_assets.orchestration.resources import resource_keys, zync_step
 from zync_assets.orchestration.versions import TOPIC_KINDS, code_version
 from zync_assets.specs.ingested import mirrored
+from zync_assets.specs.mirror import mirror_sources
 from zync_assets.specs.model import Route, Spec
 from zync_assets.specs.rules import Rule
 from zync_assets.tokafka.sync import SyncResult, sync_pool
@@ -92,7 +93,7 @@ def _mirror_asset(spec: Spec, rule: Rule, naming: Naming) -> AssetsDefinition:
         with zync_step(context, naming) as step:
             results = sync_pool(
                 step.session(), pool, step.config.kafka, step.registry(),
-                topics=topics, formats=formats,
+                topics=topics, formats=formats, sources=mirror_sources(now),
             ) if topics else []  # fmt: skip
         sent = {r.topic: r.sent for r in results if r.topic in topics}
         context.log.info(f"{pool} → {len(topics)} mirrored topics: sent {sum(sent.values())}")
@@ -176,7 +177,7 @@ def _sync(
     with zync_step(context, naming) as step:
         results = sync_pool(
             step.session(), pool, step.config.kafka, step.registry(),
-            topics=topics, formats=formats,
+            topics=topics, formats=formats, sources=mirror_sources(mirrored(spec)),
         )  # fmt: skip
         for result in results:
             context.log.info(

@@ -53,6 +53,7 @@ from zync_assets.pipeline.maintenance import Maintained, Maintenance
 from zync_assets.spark.session import lane_session, sized_work
 from zync_assets.specs.expiry import parse_expiry
 from zync_assets.specs.ingested import mirrored
+from zync_assets.specs.mirror import mirror_sources
 from zync_assets.specs.model import Route, Spec
 from zync_assets.tables.apply import TableResult, apply_table, compile_tables
 from zync_assets.tables.changes import CompiledTable
@@ -192,8 +193,10 @@ class Pipeline:
 
     def _sync_all(self, reporter: PipelineReporter, result: PassResult) -> bool:
         for spec in self.specs:
-            for pool, routes in _routes_by_pool(mirrored(spec)).items():
-                self._sync(spec, pool, routes, reporter, result)
+            expanded = mirrored(spec)
+            sources = mirror_sources(expanded)
+            for pool, routes in _routes_by_pool(expanded).items():
+                self._sync(spec, pool, routes, sources, reporter, result)
         return True
 
     def _apply_all_tables(self, reporter: PipelineReporter, result: PassResult) -> bool:
@@ -301,11 +304,12 @@ class Pipeline:
         return True
 
     def _sync(
-        self, spec: Spec, pool: str, routes: list[Route], reporter: PipelineReporter,
-        result: PassResult,
+        self, spec: Spec, pool: str, routes: list[Route], sources: dict[str, str],
+        reporter: PipelineReporter, result: PassResult,
     ) -> None:  # fmt: skip
         """Sync a staging pool's routes: together when its outputs carry source
-        transactions (tokafka/together.py), else topic by topic."""
+        transactions (tokafka/together.py), else topic by topic; a mirrored topic in its
+        source's column types (`sources`)."""
         version = pool_version(pool_path(pool))
         if version is None or self._sync_saw.get(pool) == version:
             return  # no staging yet, or nothing committed since the last sync
@@ -328,7 +332,7 @@ class Pipeline:
         with sized_work(self.spark, sum(unsent) if len(unsent) == len(routes) else None):
             done = self._contained(f"pool {pool}", "to-kafka", reporter, result, lambda: sync_pool(
                 self.spark, pool, self.kafka, self.registry, topics=[r.topic for r in routes],
-                formats=formats,
+                formats=formats, sources=sources,
             ))  # fmt: skip
         if done is None:
             return

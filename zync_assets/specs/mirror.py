@@ -21,7 +21,7 @@ from dataclasses import replace
 from zync_assets.core.errors import ZyncError
 from zync_assets.specs.model import Route, Spec
 from zync_assets.specs.patterns import is_plumbing
-from zync_assets.specs.rules import Rule
+from zync_assets.specs.rules import MIRROR_SQL, Rule
 
 
 def mirror_topic(template: str, topic: str) -> str:
@@ -31,6 +31,21 @@ def mirror_topic(template: str, topic: str) -> str:
         "table": parts[-1], "schema": parts[-2] if len(parts) > 1 else "",
         "prefix": parts[0], "topic": topic,
     })  # fmt: skip
+
+
+def mirror_sources(spec: Spec) -> dict[str, str]:
+    """Each output topic of `spec`'s expanded mirror rules that forward row images as they
+    are (the default sql, Avro in and out) → the input topic whose row schema its records
+    follow, so to-kafka sends them in the source's column types (tokafka/declared.py)."""
+    inputs = {route.topic: route.format.value for route in spec.inputs}
+    return {
+        out: topic
+        for rule in spec.transforms
+        if rule.type == "mirror" and rule.sql == MIRROR_SQL and rule.format is not None
+        and rule.format.value == "avro"
+        for topic, out in rule.mirrored
+        if inputs.get(topic, "avro") == "avro"
+    }  # fmt: skip
 
 
 def has_mirrors(spec: Spec) -> bool:

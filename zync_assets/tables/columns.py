@@ -5,7 +5,9 @@ and types each one from the source's Avro schema where there is one (declared.py
 from the VARIANT values themselves (decimals then as DECIMAL(38,18): a VARIANT drops a
 decimal's declared scale). Then it merges them with the table's columns:
 
-- a field the table lacks becomes a new column (once it holds a non-null value);
+- a field the table lacks becomes a new column once it holds a non-null value, or at
+  once when the source's schema declares it (a column NULL in every row so far exists,
+  typed, as it does in the source);
 - integers are BIGINT; nested objects, arrays and mixed types VARIANT;
 - FLOAT widens to DOUBLE, a decimal to a wider one of the same scale; any other change
   (a decimal's scale, a number becoming a string) is refused with one line naming the
@@ -113,8 +115,9 @@ def _typed(name: str, kind: str, key: bool) -> Column:
     # Ingest stored each value as the type it stands for (a Debezium Date is a DATE), so a
     # plain cast reads it; a value that does not fit fails the pass (apply.py names it).
     def read(variant: str) -> str:
-        if kind == VARIANT:
-            return f"variant_get({variant}, '$.{name}')"
+        if kind == VARIANT:  # SQL NULL, not a JSON null: `WHERE c IS NULL` finds it
+            field = f"variant_get({variant}, '$.{name}')"
+            return f"CASE WHEN is_variant_null({field}) THEN NULL ELSE {field} END"
         return f"variant_get({variant}, '$.{name}', '{kind}')"
 
     value = read(ROW)
@@ -159,7 +162,7 @@ def plan_columns(
     seen = {
         name: declared[name] if name in declared and kind is not None else kind
         for name, kind in seen.items()
-    }
+    } | {name: kind for name, kind in declared.items() if seen.get(name) is None}
     types = dict(current)
     for name in [*table.keys, *seen]:
         if not table.keeps(name):

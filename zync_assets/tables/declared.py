@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from zync_assets.codec.row_schema import non_null, row_record
+
 VARIANT = "variant"
 
 
@@ -61,59 +63,16 @@ def declared_columns(schemas: list[Any], envelope: bool) -> dict[str, str]:
     `envelope`: the schemas are Debezium envelopes, whose `after` record is the row."""
     columns: dict[str, str] = {}
     for schema in schemas:
-        row = _row_record(schema, envelope)
+        row = row_record(schema, envelope)
         for field in row.get("fields", []) if row else []:
             if isinstance(field, dict) and isinstance(field.get("name"), str):
                 columns[field["name"]] = avro_column(field.get("type"))
     return columns
 
 
-def _row_record(schema: Any, envelope: bool) -> dict | None:
-    named: dict[str, Any] = {}
-    _collect_names(schema, named)
-    if not envelope:
-        return schema if isinstance(schema, dict) and schema.get("type") == "record" else None
-    if not isinstance(schema, dict):
-        return None
-    for field in schema.get("fields", []):
-        if isinstance(field, dict) and field.get("name") in ("after", "before"):
-            record = _non_null(field.get("type"))
-            if isinstance(record, str):
-                record = named.get(record)
-            if isinstance(record, dict) and record.get("type") == "record":
-                return record
-    return None
-
-
-def _collect_names(schema: Any, named: dict[str, Any]) -> None:
-    """Named types by name and full name, so a later reference finds its record."""
-    if isinstance(schema, list):
-        for branch in schema:
-            _collect_names(branch, named)
-    elif isinstance(schema, dict):
-        if schema.get("type") in ("record", "enum", "fixed") and "name" in schema:
-            name = schema["name"]
-            named[name] = schema
-            if schema.get("namespace"):
-                named[f"{schema['namespace']}.{name}"] = schema
-        for field in schema.get("fields", []):
-            if isinstance(field, dict):
-                _collect_names(field.get("type"), named)
-        for key in ("items", "values"):
-            if key in schema:
-                _collect_names(schema[key], named)
-
-
-def _non_null(kind: Any) -> Any:
-    if isinstance(kind, list):
-        branches = [b for b in kind if b != "null"]
-        return branches[0] if len(branches) == 1 else kind
-    return kind
-
-
 def avro_column(kind: Any) -> str:
     """The column type of a value ingest read with Avro type `kind`."""
-    kind = _non_null(kind)
+    kind = non_null(kind)
     if isinstance(kind, list):
         return VARIANT
     if isinstance(kind, str):

@@ -26,6 +26,7 @@ from zync_assets.core.staging_rows import OUTPUT, of_kind
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.pools import require_pool
 from zync_assets.tokafka import shapes
+from zync_assets.tokafka.declared import DeclaredSchemas, declared_schemas
 
 STAGING_HINT = "run `zync etl` first"
 SAMPLE_SIZE = 20_000  # the records a first run types before it registers schemas
@@ -153,20 +154,48 @@ def survey(outputs: DataFrame, start: int, typed: int | None = None) -> tuple[Sp
 @dataclass(frozen=True)
 class Schemas:
     """Where a topic's schemas come from: the registry (Avro), or, for Kafka Connect JSON,
-    the survey alone: every message carries its schema, nothing is registered."""
+    the survey alone: every message carries its schema, nothing is registered. `source`:
+    the input topic whose row schema the records follow (a mirror's), whose declared
+    column types win over the values' own (declared.py)."""
 
     registry: Registry
     wire_format: str = "avro"
+    source: str | None = None
 
     def registered(self, topic: str) -> Encoding | None:
         if self.wire_format == "json":
             return None  # no memory between runs: each run types its records
+        declared = self._declared(topic)
+        if declared is not None:
+            return _encoding(
+                {"other": declared.key}, {"objects": declared.values, "other": None},
+                declared.subjects,
+            )  # fmt: skip
         return registered_encoding(topic, self.registry)
 
     def encoding(self, survey_: Survey, topic: str) -> Encoding:
         if self.wire_format == "json":
             return json_encoding(survey_, topic)
-        return encoding(survey_, topic, self.registry)
+        declared = self._declared(topic)
+        if declared is None:
+            return encoding(survey_, topic, self.registry)
+        covered = {s: declared.covering(s) for s in survey_.value_shapes if s is not None}
+        rest = Survey(
+            key_type=None if declared.key else survey_.key_type,
+            value_shapes={
+                s: k for s, k in survey_.value_shapes.items() if s is None or not covered[s]
+            },
+        )
+        keys, values, subjects = _parts(rest, topic, self.registry)
+        values["objects"].update({s: entry for s, entry in covered.items() if entry})
+        if declared.key:
+            keys["other"] = declared.key
+        return _encoding(keys, values, subjects | declared.subjects)
+
+    def _declared(self, topic: str) -> DeclaredSchemas | None:
+        if self.source is None:
+            return None
+        return declared_schemas(self.registry, topic, self.source)
 
 
 def json_encoding(survey_: Survey, topic: str) -> Encoding:
@@ -188,6 +217,13 @@ def json_encoding(survey_: Survey, topic: str) -> Encoding:
 def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:
     """Register one schema per shape (widening what is registered) and build the
     columns that encode keys and values."""
+    return _encoding(*_parts(survey_, topic, registry))
+
+
+def _parts(
+    survey_: Survey, topic: str, registry: Registry
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
+    """The schema lists of `encoding` (keys, values) and the subjects they registered."""
     subjects: dict[str, int] = {}
     key = None  # every key surveyed is null: the encoder refuses a key, if one turns up
     if survey_.key_type is not None:
@@ -206,7 +242,7 @@ def encoding(survey_: Survey, topic: str, registry: Registry) -> Encoding:
             other = [schema_id, avro]
         else:
             objects[shape] = [schema_id, avro]
-    return _encoding({"other": key}, {"objects": objects, "other": other}, subjects)
+    return {"other": key}, {"objects": objects, "other": other}, subjects
 
 
 def registered_encoding(topic: str, registry: Registry) -> Encoding | None:

@@ -325,7 +325,11 @@ def shape_of(kind: Type) -> str | None:
 
 def value_record_name(kind: Type) -> str:
     """`Value_<hash of the top-level field names>`: stable for a shape across runs."""
-    return "Value_" + hashlib.sha1((shape_of(kind) or "").encode()).hexdigest()[:8]
+    return shape_record_name(shape_of(kind) or "")
+
+
+def shape_record_name(shape: str) -> str:
+    return "Value_" + hashlib.sha1(shape.encode()).hexdigest()[:8]
 
 
 def value_subject(topic: str, kind: Type) -> str:

@@ -66,17 +66,20 @@ def sync_pool(
     transaction_size: int = TRANSACTION_SIZE,
     formats: Mapping[str, str] | None = None,
     default_format: str = "avro",
+    sources: Mapping[str, str] | None = None,
 ) -> list[SyncResult]:
     """Sync `topics` (default: every output topic the pool has records for); `formats`
-    gives a topic's wire format (avro or json), `default_format` the others'. A pool whose
-    outputs carry source transactions syncs all its topics, together."""
-    formats = formats or {}
+    gives a topic's wire format (avro or json), `default_format` the others'; `sources` a
+    topic's source, whose row schema its records follow (specs/mirror.py's
+    `mirror_sources`). A pool whose outputs carry source transactions syncs all its
+    topics, together."""
+    formats, sources = formats or {}, sources or {}
     for wire_format in (default_format, *formats.values()):
         _check_format(wire_format)
     if transactional_pool(spark, pool):
         return sync_together(
             spark, pool, kafka, registry, topics or [], partitions, progress, transaction_size,
-            formats, default_format,
+            formats, default_format, sources,
         )  # fmt: skip
     chosen = topics if topics else output_topics(spark, pool)
     return [
@@ -90,6 +93,7 @@ def sync_pool(
             progress,
             transaction_size,
             wire_format=formats.get(topic, default_format),
+            source=sources.get(topic),
         )
         for topic in chosen
     ]
@@ -105,6 +109,7 @@ def sync_topic(
     progress: Progress | None = None,
     transaction_size: int = TRANSACTION_SIZE,
     wire_format: str = "avro",
+    source: str | None = None,
 ) -> SyncResult:
     """Send `pool`'s records for `topic` from where the topic stands, as Confluent-framed
     Avro (`wire_format` avro) or Kafka Connect's JSON envelope (json). Not for a pool whose
@@ -116,7 +121,7 @@ def sync_topic(
         ensure_topic(kafka, topic, partitions)
         sender = open_sender(spark, kafka, pool, topic)  # fences any older to-kafka first
         try:
-            schemas = encode.Schemas(registry, wire_format)
+            schemas = encode.Schemas(registry, wire_format, source)
             return _sync(
                 spark, pool, topic, kafka, schemas, sender, loading, progress, transaction_size
             )

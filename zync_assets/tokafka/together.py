@@ -84,6 +84,7 @@ def sync_together(
     transaction_size: int,
     formats: Mapping[str, str],
     default_format: str,
+    sources: Mapping[str, str],
 ) -> list[SyncResult]:
     """Send every output topic of `pool` (and `topics`, which may have none yet), each
     Kafka transaction across them holding whole source transactions."""
@@ -103,7 +104,9 @@ def sync_together(
         before = watermarks(kafka, chosen)
         lanes = []
         for topic in chosen:
-            schemas = encode.Schemas(registry, formats.get(topic, default_format))
+            schemas = encode.Schemas(
+                registry, formats.get(topic, default_format), sources.get(topic)
+            )
             lanes.append(_lane(kafka, pool, staging, topic, schemas, before[topic]))
         for lane in lanes:  # after every check: a refused run registers nothing
             if lane.sample is not None:

@@ -2,8 +2,6 @@ package zync.spark;
 
 import java.math.BigDecimal;
 import java.math.RoundingMode;
-import java.nio.charset.StandardCharsets;
-import java.time.Instant;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
@@ -23,8 +21,8 @@ import org.apache.spark.types.variant.VariantUtil.Type;
  *
  * <p>Covers the schemas zync writes (tokafka/shapes.py): records whose fields are all ["null",
  * T], arrays of ["null", T], long, double, boolean, string, bytes, decimal (bytes), date and
- * timestamp-micros / local-timestamp-micros, and TIMESTAMP as Debezium's ZonedTimestamp string
- * (a string schema with {@code connect.name} io.debezium.time.ZonedTimestamp).
+ * timestamp-micros / local-timestamp-micros; and the types a source declares (Debezium's semantic
+ * types, int, float, enums: DeclaredAvroWriters), TIMESTAMP as ZonedTimestamp among them.
  */
 abstract class VariantAvroWriter {
   static final int ABSENT = -1; // the position of a field the object does not have
@@ -57,6 +55,8 @@ abstract class VariantAvroWriter {
   }
 
   private static VariantAvroWriter of(Schema schema, String path) {
+    VariantAvroWriter declared = DeclaredAvroWriters.of(schema, path); // a source's own types
+    if (declared != null) return declared;
     LogicalType logical = schema.getLogicalType();
     switch (schema.getType()) {
       case UNION:
@@ -69,11 +69,6 @@ abstract class VariantAvroWriter {
         return logical instanceof LogicalTypes.Decimal decimal
             ? new Decimal(decimal.getScale(), path)
             : new Scalar(path, "bytes", Type.BINARY, (v, p, out) -> out.lengthPrefixed(VariantUtil.getBinary(v, p)));
-      case INT:
-        if (logical instanceof LogicalTypes.Date) {
-          return new Scalar(path, "date", Type.DATE, (v, p, out) -> out.varLong(VariantUtil.getLong(v, p)));
-        }
-        break;
       case LONG:
         if (logical instanceof LogicalTypes.TimestampMicros) {
           return new Scalar(
@@ -93,23 +88,11 @@ abstract class VariantAvroWriter {
       case BOOLEAN:
         return new Scalar(path, "boolean", Type.BOOLEAN, (v, p, out) -> out.bool(VariantUtil.getBoolean(v, p)));
       case STRING:
-        if (ZONED_TIMESTAMP.equals(schema.getProp("connect.name"))) { // a sink's timestamptz
-          return new Scalar(path, ZONED_TIMESTAMP, Type.TIMESTAMP, VariantAvroWriter::zonedTimestamp);
-        }
         return new Scalar(path, "string", Type.STRING, VariantAvroWriter::utf8);
       default:
         break;
     }
     throw new IllegalArgumentException("zync to-kafka: cannot write Avro type " + schema + " at " + path);
-  }
-
-  static final String ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp";
-
-  /** A TIMESTAMP as Debezium's ZonedTimestamp: ISO-8601 in UTC, e.g. 2026-11-25T04:20:04.620840Z. */
-  private static void zonedTimestamp(byte[] value, int pos, AvroOut out) {
-    long micros = VariantUtil.getLong(value, pos);
-    Instant at = Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000L);
-    out.lengthPrefixed(at.toString().getBytes(StandardCharsets.UTF_8));
   }
 
   /** A variant string as Avro's: its UTF-8 bytes, copied as they are (no String between). */

@@ -7,7 +7,6 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.math.BigDecimal;
-import java.time.Instant;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.HashSet;
@@ -62,9 +61,8 @@ final class VariantJsonWriter {
         json.writeNumber(expect(v, Type.DATE, path).getLong());
         return;
       }
-      case VariantAvroWriter.ZONED_TIMESTAMP -> {
-        long micros = expect(v, Type.TIMESTAMP, path).getLong();
-        json.writeString(Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000L).toString());
+      case DeclaredAvroWriters.ZONED_TIMESTAMP -> {
+        json.writeString(DeclaredAvroWriters.utcText(expect(v, Type.TIMESTAMP, path).getLong()));
         return;
       }
       case "io.debezium.time.MicroTimestamp" -> {

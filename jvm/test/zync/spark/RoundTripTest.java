@@ -102,6 +102,75 @@ class RoundTripTest {
     assertThrows(RuntimeException.class, () -> new VariantToAvro().call(variant, encoders(narrower)));
   }
 
+  // A Debezium row image as its Avro converter registers it: each semantic type with its
+  // connect.name (and parameters), so a mirror's output can carry the source's column types.
+  private static final String DEBEZIUM_ROW =
+      "{\"type\":\"record\",\"name\":\"Value\",\"namespace\":\"shop.public.typed\",\"fields\":["
+          + "{\"name\":\"id\",\"type\":{\"type\":\"int\",\"connect.type\":\"int16\"}},"
+          + "{\"name\":\"n32\",\"type\":[\"null\",\"int\"],\"default\":null},"
+          + "{\"name\":\"f\",\"type\":[\"null\",\"float\"],\"default\":null},"
+          + "{\"name\":\"d\",\"type\":[\"null\",{\"type\":\"int\",\"connect.version\":1,\"connect.name\":\"io.debezium.time.Date\"}],\"default\":null},"
+          + "{\"name\":\"t3\",\"type\":[\"null\",{\"type\":\"int\",\"connect.name\":\"io.debezium.time.Time\"}],\"default\":null},"
+          + "{\"name\":\"t6\",\"type\":[\"null\",{\"type\":\"long\",\"connect.name\":\"io.debezium.time.MicroTime\"}],\"default\":null},"
+          + "{\"name\":\"ts3\",\"type\":[\"null\",{\"type\":\"long\",\"connect.name\":\"io.debezium.time.Timestamp\"}],\"default\":null},"
+          + "{\"name\":\"ts6\",\"type\":[\"null\",{\"type\":\"long\",\"connect.name\":\"io.debezium.time.MicroTimestamp\"}],\"default\":null},"
+          + "{\"name\":\"tstz\",\"type\":[\"null\",{\"type\":\"string\",\"connect.name\":\"io.debezium.time.ZonedTimestamp\"}],\"default\":null},"
+          + "{\"name\":\"inf\",\"type\":[\"null\",{\"type\":\"string\",\"connect.name\":\"io.debezium.time.ZonedTimestamp\"}],\"default\":null},"
+          + "{\"name\":\"n\",\"type\":[\"null\",{\"type\":\"bytes\",\"scale\":4,\"precision\":18,\"connect.parameters\":{\"scale\":\"4\",\"connect.decimal.precision\":\"18\"},\"connect.name\":\"org.apache.kafka.connect.data.Decimal\",\"logicalType\":\"decimal\"}],\"default\":null},"
+          + "{\"name\":\"nv\",\"type\":[\"null\",{\"type\":\"record\",\"name\":\"VariableScaleDecimal\",\"namespace\":\"io.debezium.data\",\"fields\":[{\"name\":\"scale\",\"type\":\"int\"},{\"name\":\"value\",\"type\":\"bytes\"}],\"connect.name\":\"io.debezium.data.VariableScaleDecimal\"}],\"default\":null},"
+          + "{\"name\":\"jb\",\"type\":[\"null\",{\"type\":\"string\",\"connect.name\":\"io.debezium.data.Json\"}],\"default\":null},"
+          + "{\"name\":\"u\",\"type\":[\"null\",{\"type\":\"string\",\"connect.name\":\"io.debezium.data.Uuid\"}],\"default\":null},"
+          + "{\"name\":\"e\",\"type\":[\"null\",{\"type\":\"string\",\"connect.parameters\":{\"allowed\":\"sad,ok,happy\"},\"connect.name\":\"io.debezium.data.Enum\"}],\"default\":null},"
+          + "{\"name\":\"texts\",\"type\":[\"null\",{\"type\":\"array\",\"items\":[\"null\",\"string\"]}],\"default\":null},"
+          + "{\"name\":\"gone\",\"type\":[\"null\",\"string\"],\"default\":null}]}";
+
+  @Test
+  void aDebeziumRowRoundTripsInItsOwnSchema() throws IOException {
+    Schema schema = new Schema.Parser().parse(DEBEZIUM_ROW);
+    GenericRecord row = new GenericData.Record(schema);
+    row.put("id", 7);
+    row.put("n32", -2_000_000_000);
+    row.put("f", 1.5f);
+    row.put("d", 19_000);
+    row.put("t3", 34_200_123);
+    row.put("t6", 34_200_123_456L);
+    row.put("ts3", 1_714_979_289_123L);
+    row.put("ts6", 1_714_979_289_123_456L);
+    row.put("tstz", "2024-05-06T05:08:09.5Z");
+    row.put("inf", "infinity");
+    Schema decimal = schema.getField("n").schema().getTypes().get(1);
+    row.put("n", new Conversions.DecimalConversion().toBytes(
+        new BigDecimal("1234.5600"), decimal, LogicalTypes.decimal(18, 4)));
+    GenericRecord variable = new GenericData.Record(schema.getField("nv").schema().getTypes().get(1));
+    variable.put("scale", 14);
+    variable.put("value", ByteBuffer.wrap(new BigDecimal("3.14159265358979").unscaledValue().toByteArray()));
+    row.put("nv", variable);
+    row.put("jb", "{\"a\":[1,2.5,null],\"b\":{\"c\":\"x\"}}");
+    row.put("u", "00000000-0000-0000-0000-000000000007");
+    row.put("e", "happy");
+    row.put("texts", Arrays.asList("a", null, "b c"));
+    row.put("gone", null);
+    byte[] framed = framed(schema, row);
+
+    VariantVal variant = new AvroToVariant().call(framed, schemaList(schema));
+
+    assertArrayEquals(framed, new VariantToAvro().call(variant, encoders(schema)));
+  }
+
+  @Test
+  void aValueOutsideItsDeclaredIntegerIsAnError() throws IOException {
+    Schema wide = new Schema.Parser().parse(DEBEZIUM_ROW.replace("\"connect.type\":\"int16\"", "\"connect.type\":\"int32\""));
+    GenericRecord row = new GenericData.Record(wide);
+    row.put("id", 70_000);
+    row.put("texts", null);
+    VariantVal variant = new AvroToVariant().call(framed(wide, row), schemaList(wide));
+
+    RuntimeException error = assertThrows(RuntimeException.class, () -> new VariantToAvro().call(variant, encoders(
+        new Schema.Parser().parse(DEBEZIUM_ROW))));
+    assertEquals("zync to-kafka: field id holds a LONG value where its Avro schema has an int of -32768..32767, not 70000",
+        error.getMessage());
+  }
+
   private static GenericRecord invoice(Schema schema, String customer, String total) {
     GenericRecord record = new GenericData.Record(schema);
     record.put("id", 1001L);
