@@ -248,8 +248,8 @@ def cdc_ports(stack: Stack, _cdc_addresses: CdcPorts) -> Iterator[CdcPorts]:
 def remove_connectors_and_slots(ports: CdcPorts) -> None:
     """Every connector of the Connect worker, then every replication slot no connector
     holds any more (Debezium leaves its slot behind when its connector is deleted)."""
+    from zync_assets.kafka.connect_api import ConnectApi
     from zync_assets.stack import postgres
-    from zync_assets.stack.connectors import ConnectApi
 
     connect = ConnectApi(f"http://127.0.0.1:{ports.connect}")
     for name in connect.names():

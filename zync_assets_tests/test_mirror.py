@@ -8,6 +8,7 @@ Delta; the spec's parsing and expansion are unit tests."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 import uuid
 from pathlib import Path
@@ -18,8 +19,10 @@ from zync_assets.core.config import ZyncConfig, in_force
 from zync_assets.core.errors import ZyncError
 from zync_assets.kafka.registry import Registry
 from zync_assets.pipeline.run import Pipeline
-from zync_assets.specs.mirror import expand_mirrors
+from zync_assets.specs.mirror import expand_mirrors, mirror_sources
 from zync_assets.specs.model import load_spec
+from zync_assets.tokafka import shapes
+from zync_assets.tokafka.declared import declared_schemas
 from zync_assets_tests.conftest import Stack, produce_json, read_topic
 from zync_assets_tests.test_table_defaults import Unheard
 
@@ -147,3 +150,65 @@ def test_a_mirror_sends_each_tables_rows_to_its_own_topic_new_tables_included(
     from zync_assets.kafka.clients import topic_names
 
     assert f"wh_{prefix}.special" not in topic_names(stack.kafka)
+
+
+def test_only_a_mirror_that_forwards_rows_as_they_are_takes_its_sources_types(
+    tmp_path: Path,
+) -> None:
+    topics = dict.fromkeys(["m.public.a", "m.public.special"], "Shop")
+    now = expand_mirrors(load_spec(write_spec(tmp_path, spec_text("m"))), topics)
+    assert mirror_sources(now) == {"wh_m.a": "m.public.a"}
+    mirror_line = "     pool: Mirror}\n"  # the mirror rule's last line
+    own_sql = spec_text("m").replace(
+        mirror_line, "     pool: Mirror, sql: 'in.key AS key, in.after AS value, 1 AS x'}\n"
+    )
+    assert "sql:" in own_sql.splitlines()[-1]
+    assert mirror_sources(expand_mirrors(load_spec(write_spec(tmp_path, own_sql)), topics)) == {}
+    as_json = spec_text("m").replace(mirror_line, "     pool: Mirror, format: json}\n")
+    assert mirror_sources(expand_mirrors(load_spec(write_spec(tmp_path, as_json)), topics)) == {}
+
+
+def envelope(row_fields: list[dict]) -> dict:
+    row = {"type": "record", "name": "Value", "namespace": "src.public.t",
+           "connect.name": "src.public.t.Value", "fields": row_fields}  # fmt: skip
+    return {
+        "type": "record", "name": "Envelope", "namespace": "src.public.t",
+        "fields": [
+            {"name": "before", "type": ["null", row], "default": None},
+            {"name": "after", "type": ["null", "Value"], "default": None},
+            {"name": "op", "type": "string"},
+        ],
+    }  # fmt: skip
+
+
+def test_a_mirrors_output_schemas_are_its_sources_row_records(stack: Stack) -> None:
+    registry = Registry(stack.registry_settings)
+    source, out = f"src{uuid.uuid4().hex[:6]}.public.t", f"out_{uuid.uuid4().hex[:6]}"
+    doc = {"type": "string", "connect.version": 1, "connect.name": "io.debezium.data.Json"}
+    small = {"type": "int", "connect.type": "int16"}
+    first = [{"name": "id", "type": small}, {"name": "doc", "type": ["null", doc], "default": None}]
+    added = [*first, {"name": "tag", "type": ["null", "string"], "default": None}]
+    registry.register(f"{source}-value", envelope(first))
+    registry.register(f"{source}-value", envelope(added))  # ADD COLUMN tag
+    key = {"type": "record", "name": "Key", "namespace": "src.public.t",
+           "fields": [{"name": "id", "type": small}]}  # fmt: skip
+    registry.register(f"{source}-key", key)
+
+    declared = declared_schemas(registry, out, source)
+
+    assert declared is not None
+    assert list(declared.values) == ["doc,id", "doc,id,tag"]  # one per version, oldest first
+    for shape, fields in (("doc,id", first), ("doc,id,tag", added)):
+        schema_id, text = declared.values[shape]
+        record = json.loads(text)
+        assert record["fields"] == fields  # the source's own types, connect.name and all
+        assert record["name"] == shapes.shape_record_name(shape)
+        assert record["namespace"] == shapes.namespace_of(out) and "connect.name" not in record
+        subject = f"{out}-{shapes.namespace_of(out)}.{record['name']}"
+        assert registry.latest(subject).schema_id == schema_id == declared.subjects[subject]
+    key_id, key_text = declared.key or [None, ""]
+    assert json.loads(key_text)["fields"] == key["fields"]
+    assert registry.latest(shapes.key_subject(out)).schema_id == key_id
+    assert declared.covering("id") == declared.values["doc,id,tag"]  # the newest that has it
+    assert declared.covering("id,other") is None
+    assert declared_schemas(registry, out, "nothing.registered") is None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from zync_assets.core.errors import ZyncError
-from zync_assets.core.settings import kafka_settings, registry_settings
+from zync_assets.core.settings import SinkSettings, kafka_settings, registry_settings, sink_settings
 from zync_assets.core.timeparse import parse_duration
 
 
@@ -112,3 +112,11 @@ def test_the_variables_written_for_a_child_process_read_back_as_the_same_setting
     registry = RegistrySettings("https://r/apis/ccompat/v7", "u", "p", "/ca")
     assert kafka_settings(kafka_env(kafka)) == kafka
     assert registry_settings(registry_env(registry)) == registry
+
+
+def test_the_sinks_settings_default_to_the_stacks_connect_and_refuse_a_non_url() -> None:
+    assert sink_settings({}) == SinkSettings("http://127.0.0.1:8083", ())
+    named = sink_settings({"ZYNC_CONNECT_URL": "https://connect:8083/", "ZYNC_SINKS": "a, b,"})
+    assert named == SinkSettings("https://connect:8083", ("a", "b"))
+    with pytest.raises(ZyncError, match=r"^ZYNC_CONNECT_URL='connect:8083' is not a URL: give"):
+        sink_settings({"ZYNC_CONNECT_URL": "connect:8083"})

@@ -123,13 +123,16 @@ def test_missing_connect_plugins_point_at_the_installer(
 
 def test_connector_configurations_are_filled_and_checked(tmp_path: Path) -> None:
     config = connector_config("jdbc-sink", "avro", topics="t", warehouse_port="5",
-                              database="w", registry_v2="http://r")  # fmt: skip
+                              database="w", registry_v2="http://r", dead_letters="dl")  # fmt: skip
     assert config["topics"] == "t" and config["connection.url"] == "jdbc:postgresql://127.0.0.1:5/w"
     assert config["collection.name.format"] == "${topic}"  # the sink's own placeholder stays
     assert config["value.converter"] == "io.apicurio.registry.utils.converter.AvroConverter"
     assert config["key.converter.apicurio.registry.url"] == "http://r"
     assert not any(k.startswith("//") for k in config)
-    as_json = connector_config("jdbc-sink", "json", topics="t", warehouse_port="5", database="w")
+    assert (config["errors.tolerance"], config["errors.deadletterqueue.topic.name"]) == ("all", "dl")
+    as_json = connector_config(
+        "jdbc-sink", "json", topics="t", warehouse_port="5", database="w", dead_letters="dl"
+    )
     assert as_json["value.converter.schemas.enable"] == "true"
     with pytest.raises(ZyncError, match=r"no value for the placeholder \{\{topics\}\}"):
         connector_config("jdbc-sink", "json", warehouse_port="5", database="w")

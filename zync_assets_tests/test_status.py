@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from zync_assets.demo.via_dagster import covers
+from zync_assets.pipeline.sink_status import MISSING, SinkStatus, SinkTask, task_reason
 from zync_assets.pipeline.status import (
     OutputStatus,
     PartitionLag,
@@ -235,3 +237,55 @@ def test_status_outside_a_project_says_so_before_asking_any_service(tmp_path: Pa
         "ZYNC_SPECS is not set; run this in your project's folder, name its spec files, or "
         "set ZYNC_SPECS"
     ]
+
+
+TRACE = """org.apache.kafka.connect.errors.ConnectException: Exiting WorkerSinkTask due to unrecoverable exception.
+\tat org.apache.kafka.connect.runtime.WorkerSinkTask.deliverMessages(WorkerSinkTask.java:636)
+Caused by: org.apache.kafka.connect.errors.ConnectException: JDBC sink connector failure
+\tat io.debezium.connector.jdbc.JdbcSinkConnectorTask.put(JdbcSinkConnectorTask.java:121)
+Caused by: org.apache.kafka.connect.errors.ConnectException: Failed to resolve column type for schema: STRUCT (x)
+\tat io.debezium.connector.jdbc.dialect.GeneralDatabaseDialect.getSchemaType(GeneralDatabaseDialect.java:1)
+"""
+
+
+def test_a_sinks_problems_are_one_line_each_with_connects_reason_and_what_to_do() -> None:
+    url = "http://127.0.0.1:8083"
+    failed = SinkStatus(
+        "k", "RUNNING", (SinkTask(0, "FAILED", task_reason(TRACE)),), ("t",), 3, "dl", 0
+    )
+    (line,) = failed.problems(url)
+    assert line == (
+        "sink k: task 0 FAILED: org.apache.kafka.connect.errors.ConnectException: Exiting "
+        "WorkerSinkTask due to unrecoverable exception. (caused by org.apache.kafka.connect."
+        "errors.ConnectException: Failed to resolve column type for schema: STRUCT (x)); fix "
+        f"the cause, then restart it: curl -X POST {url}/connectors/k/tasks/0/restart"
+    )
+    fine = SinkStatus("k", "RUNNING", (SinkTask(0, "RUNNING", None),), ("t",), 0, "dl", 0)
+    assert fine.problems(url) == []
+    assert dataclasses.replace(fine, dead_letters=2).problems(url) == [
+        "sink k: 2 records it could not write are in dl (their headers __connect.errors.* say why)"
+    ]
+    assert dataclasses.replace(fine, state="PAUSED").problems(url) == [
+        "sink k: the connector is PAUSED, not RUNNING"
+    ]
+    assert SinkStatus("gone", MISSING, (), (), 0, None, 0).problems(url) == [
+        f"sink gone: Kafka Connect at {url} has no such connector"
+    ]
+    assert task_reason(None) is None and task_reason("one line") == "one line"
+
+
+def test_status_names_a_sink_whose_connect_does_not_answer_and_still_reports_the_pools(
+    stack: Stack, tmp_path: Path
+) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("inputs:\n  - {topic: nothing_here, pool: P}\n")
+    url = f"http://127.0.0.1:{free_port()}"
+    done = run_zync("status", str(spec), "--sink", "k", "--format", "json",
+                    env=stack.env(ZYNC_CONNECT_URL=url))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["raw_pools"][0]["pool"] == "P"
+    (line,) = [f["message"] for f in report["failing"] if f["what"] == "sink"]
+    assert line.startswith(f"sinks k: Kafka Connect does not answer at {url} ("), line
+    quiet = run_zync("status", str(spec), "--format", "json", env=stack.env(ZYNC_CONNECT_URL=url))
+    assert json.loads(quiet.stdout)["sinks"] == []  # none asked for, none there: nothing said

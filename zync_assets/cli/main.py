@@ -69,7 +69,8 @@ COMMANDS = {
     "status": LazyCommand(
         "zync_assets.cli.status", "status",
         "Lag, pending events and dead letters of the pools of SPECS (default: every spec in "
-        "$ZYNC_SPECS or ./etl_specs), in the lake $ZYNC_LAKE (default ./.zync/lake).",
+        "$ZYNC_SPECS or ./etl_specs), in the lake $ZYNC_LAKE (default ./.zync/lake), and the "
+        "state, lag and dead letters of the sinks that read the output topics.",
     ),
     "query": LazyCommand(
         _POOLS, "query",

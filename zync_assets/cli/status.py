@@ -6,6 +6,7 @@ import datetime as dt
 import functools
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,9 +17,11 @@ from rich.table import Table
 
 from zync_assets.core.config import current
 from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import SinkSettings, sink_settings
 from zync_assets.ingest.discovery import topics_now
 from zync_assets.lake.pools import lake_dir, pool_path
 from zync_assets.pipeline.failures import Failure
+from zync_assets.pipeline.sink_status import SinkStatus, sink_statuses
 from zync_assets.pipeline.status import (
     RawStatus,
     StagingStatus,
@@ -134,6 +137,30 @@ def lake_table_table(statuses: list[TableStatus]) -> Table:
     return table
 
 
+def sink_table(sinks: list[SinkStatus]) -> Table:
+    table = _table(
+        "sinks: end offsets of their topics − their consumer group's",
+        ("sink", "state", "tasks", "topics", "lag", "dead letters"),
+        ("sink", "state", "tasks"),
+    )
+    for sink in sinks:
+        tasks = " ".join(f"{t.id}:{t.state}" for t in sink.tasks) or "-"
+        row = (sink.name, sink.state, tasks, str(len(sink.topics)), str(sink.lag),
+               str(sink.dead_letters))  # fmt: skip
+        table.add_row(*(escape(cell) for cell in row))
+    return table
+
+
+def read_sinks(settings: SinkSettings) -> tuple[list[SinkStatus], list[str]]:
+    """The sinks' statuses and the lines that say what stops one; a Connect worker that
+    does not answer for a named sink is such a line, not a failed `zync status`."""
+    try:
+        sinks = sink_statuses(settings, current().kafka)
+    except ZyncError as exc:
+        return [], [f"sinks {', '.join(settings.names)}: {exc}"]
+    return sinks, [line for sink in sinks for line in sink.problems(settings.connect_url)]
+
+
 def missing_note(raws: list[RawStatus], stagings: list[StagingStatus]) -> str | None:
     missing = [r.pool for r in raws if not r.exists] + [s.pool for s in stagings if not s.exists]
     if not missing:
@@ -151,7 +178,8 @@ def failure_lines(failing: list[Failure]) -> list[str]:
 
 def status_document(
     specs: list[Path], raws: list[RawStatus], stagings: list[StagingStatus],
-    tables: list[TableStatus], failing: list[Failure],
+    tables: list[TableStatus], failing: list[Failure], sinks: Sequence[SinkStatus] = (),
+    sink_problems: Sequence[str] = (),
 ) -> dict[str, Any]:  # fmt: skip
     """The same figures as the tables, for `--format json`."""
     return {
@@ -196,29 +224,50 @@ def status_document(
             }
             for t in tables
         ],
+        "sinks": [
+            {
+                "sink": k.name, "state": k.state, "topics": list(k.topics), "lag": k.lag,
+                "dead_letter_topic": k.dead_letter_topic, "dead_letters": k.dead_letters,
+                "tasks": [{"id": t.id, "state": t.state, "reason": t.reason} for t in k.tasks],
+            }
+            for k in sinks
+        ],
         "failing": [
             {"what": f.what, "message": f.message, "since": f.at.isoformat()} for f in failing
-        ],
+        ] + [{"what": "sink", "message": line, "since": None} for line in sink_problems],
     }  # fmt: skip
 
 
 @click.command()
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 @click.option(
-    "--format", "output_format", type=click.Choice(["table", "json"]), default=None,
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json"]),
+    default=None,
     help="table (default on a terminal) or json (default when piped): one JSON document.",
+)
+@click.option(
+    "--sink", "sinks", multiple=True, metavar="NAME",
+    help="A sink connector to report on (repeatable; default $ZYNC_SINKS, else every sink "
+    "connector of the Connect worker at $ZYNC_CONNECT_URL, if one answers).",
 )  # fmt: skip
-def status(specs: tuple[str, ...], output_format: str | None) -> None:
+def status(specs: tuple[str, ...], output_format: str | None, sinks: tuple[str, ...]) -> None:
     """Lag, pending events and dead letters of the pools of SPECS (default: every spec in
-    $ZYNC_SPECS or ./etl_specs), in the lake $ZYNC_LAKE (default ./.zync/lake)."""
+    $ZYNC_SPECS or ./etl_specs), in the lake $ZYNC_LAKE (default ./.zync/lake), and the
+    state, lag and dead letters of the sinks that read the output topics."""
+    settings = sink_settings()
+    if sinks:
+        settings = SinkSettings(settings.connect_url, sinks)
     paths = _spec_paths(specs)
     loaded = [mirrored(load_spec(p)) for p in paths]
     output_format = output_format or ("table" if sys.stdout.isatty() else "json")
     raws, stagings = _read_statuses(loaded)
     tables = [table_status(spec, table) for spec in loaded for table in lake_tables(spec).tables]
     failing = failures(loaded)
+    sink_list, sink_problems = read_sinks(settings)
     if output_format == "json":
-        document = status_document(paths, raws, stagings, tables, failing)
+        document = status_document(paths, raws, stagings, tables, failing, sink_list, sink_problems)
         click.echo(json.dumps(document, indent=2))
         return
     out = Console(highlight=False)
@@ -231,9 +280,11 @@ def status(specs: tuple[str, ...], output_format: str | None) -> None:
         out.print(output_table(stagings))
     if tables:
         out.print(lake_table_table(tables))
+    if sink_list:
+        out.print(sink_table(sink_list))
     if (note := missing_note(raws, stagings)) is not None:
         out.print(escape(note))
-    for line in failure_lines(failing):
+    for line in [*failure_lines(failing), *(f"FAILING: {p}" for p in sink_problems)]:
         out.print(escape(line), soft_wrap=True)
 
 

@@ -189,6 +189,31 @@ def registry_env(settings: RegistrySettings) -> dict[str, str]:
 DEFAULT_SENSOR_INTERVAL = "1s"
 
 
+DEFAULT_CONNECT_URL = "http://127.0.0.1:8083"  # the stack's Kafka Connect (`zync stack up --cdc`)
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    """The Kafka Connect worker that runs the sinks of zync's output topics, and which of
+    its connectors `zync status` reports on (none named: every sink connector it has)."""
+
+    connect_url: str = DEFAULT_CONNECT_URL
+    names: tuple[str, ...] = ()
+
+
+def sink_settings(env: Mapping[str, str] | None = None) -> SinkSettings:
+    """`ZYNC_CONNECT_URL` and `ZYNC_SINKS` (connector names, comma-separated)."""
+    env = os.environ if env is None else env
+    url = env.get("ZYNC_CONNECT_URL") or DEFAULT_CONNECT_URL
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise ZyncError(
+            f"ZYNC_CONNECT_URL={url!r} is not a URL: give Kafka Connect's REST address, "
+            f"e.g. {DEFAULT_CONNECT_URL}"
+        )
+    names = tuple(n.strip() for n in env.get("ZYNC_SINKS", "").split(",") if n.strip())
+    return SinkSettings(url.rstrip("/"), names)
+
+
 def sensor_interval_seconds(env: Mapping[str, str] | None = None) -> int:
     """How often Dagster's sensors look for new data (`ZYNC_SENSOR_INTERVAL`, e.g. 1s, 1m).
 

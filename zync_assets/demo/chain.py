@@ -20,8 +20,8 @@ import yaml
 
 from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka.clients import delete_topics, topic_names
+from zync_assets.kafka.connect_api import ConnectApi
 from zync_assets.stack import postgres
-from zync_assets.stack.connectors import ConnectApi
 from zync_assets.stack.register import StackAddresses, register_sink, register_source
 
 SHOP_SPEC = Path(__file__).resolve().parent.parent.parent / "etl_specs" / "shop.yaml"

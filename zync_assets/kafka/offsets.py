@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from zync_assets.core.settings import KafkaSettings
@@ -121,3 +121,24 @@ def high_marks(marks: dict[str, list[PartitionOffsets]]) -> dict[str, dict[int, 
 
 def topic_offsets(kafka: KafkaSettings, topic: str) -> list[PartitionOffsets]:
     return watermarks(kafka, [topic])[topic]
+
+
+def group_offsets(kafka: KafkaSettings, group: str) -> dict[tuple[str, int], int]:
+    """The offsets consumer group `group` has committed, by (topic, partition); {} for a
+    group that has committed none (or does not exist)."""
+    admin = clients.admin_client(kafka)  # must outlive the futures it returns
+    try:
+        futures = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=clients.CONNECT_TIMEOUT_S
+        )
+        found = futures[group].result(timeout=clients.CONNECT_TIMEOUT_S)
+    except KafkaException as exc:
+        raise clients.unreachable(kafka, exc.args[0].str()) from exc
+    except TimeoutError as exc:
+        detail = f"no answer to OffsetFetch within {clients.CONNECT_TIMEOUT_S:g}s"
+        raise clients.unreachable(kafka, detail) from exc
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in found.topic_partitions or []
+        if tp.offset >= 0 and tp.error is None
+    }

@@ -22,8 +22,9 @@ import re
 from dataclasses import dataclass
 
 from zync_assets.core.errors import ZyncError
+from zync_assets.kafka.connect_api import ConnectApi
 from zync_assets.stack import postgres
-from zync_assets.stack.connectors import ConnectApi, connector_config
+from zync_assets.stack.connectors import connector_config
 
 CONNECTOR_ROLE = "debezium"
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -133,6 +134,12 @@ def _prepare_source(
         ) from exc
 
 
+def sink_dead_letters(name: str) -> str:
+    """The topic where sink `name` puts the records it cannot write (not `warehouse_…`:
+    a sink's own pattern must not take it)."""
+    return f"dead-letters.{name}"
+
+
 def register_sink(
     at: StackAddresses, name: str, topics: list[str], wire_format: str,
     database: str = postgres.WAREHOUSE.database, topics_regex: str | None = None,
@@ -145,7 +152,7 @@ def register_sink(
         raise ZyncError("no topics: name at least one, e.g. --topics shop_invoices")
     config = connector_config(
         "jdbc-sink", wire_format, topics=",".join(topics), warehouse_port=str(at.warehouse_port),
-        database=database, registry_v2=at.registry_v2,
+        database=database, registry_v2=at.registry_v2, dead_letters=sink_dead_letters(name),
     )  # fmt: skip
     if topics_regex is not None:
         # A consumer finds the topics a pattern matches when it refreshes its metadata:
