@@ -121,11 +121,11 @@ tables:
     assert [(t["table"], t["lag"]) for t in document["tables"]] == [("status_current", 0)]
 
 
-def test_pending_events_come_from_the_last_pass_until_new_events_come_in(
+def test_pending_events_come_from_the_last_pass_and_say_so_once_new_events_came_in(
     spark, stack: Stack, registry, topic: str, tmp_path: Path, lake: Path
 ) -> None:
-    """A pass records the events it held back; status reads that record with no Spark job
-    while it is current, and counts again (Spark) once an event came in after it."""
+    """A pass records the events it held back; status reads that record with no Spark job,
+    marked as the last pass's once an event came in after it; a recount counts again."""
     from zync_assets.etl.report import pending_view
     from zync_assets.etl.run import run_etl
     from zync_assets.ingest.ingest import ingest
@@ -169,12 +169,18 @@ transforms:
     (waiting,) = pending_view(spark, spec, "PendStaging").events  # left 2: no right yet
     assert (recorded.pending, recorded.oldest_pending) == (1, waiting.timestamp)
     assert (recorded.open_transactions, recorded.expired) == (0, 0)
+    assert not recorded.as_of_last_pass  # nothing came in since: the figures are current
 
     produce_json(stack, right, [({"id": 2}, envelope(2))])
     ingest(spark, "PendRaw", [left, right], stack.kafka, registry)  # no ETL pass yet
-    counted = staging_status(starter, stack.kafka, spec, "PendStaging")
-    assert started, "status trusted a record older than the raw pool"
+    as_of_pass = staging_status(starter, stack.kafka, spec, "PendStaging")
+    assert not started, "status started Spark without --recount"
+    assert (as_of_pass.pending, as_of_pass.as_of_last_pass) == (1, True)
+    assert as_of_pass.lag == recorded.lag + 1  # the event that came in since
+    counted = staging_status(starter, stack.kafka, spec, "PendStaging", recount=True)
+    assert started, "a recount trusted a record older than the raw pool"
     assert (counted.pending, counted.oldest_pending) == (0, None)  # left 2 pairs now
+    assert not counted.as_of_last_pass
 
 
 def test_status_names_the_lake_it_read_and_the_pools_missing_there(

@@ -99,12 +99,21 @@ def staging_table(statuses: list[StagingStatus]) -> Table:
     for status in statuses:
         oldest = status.oldest_open_transaction
         txns = f"{status.open_transactions} ({_age(now - oldest)})" if oldest else "0"
+        mark = LAST_PASS_MARK if status.as_of_last_pass else ""
         table.add_row(
             escape(_pool_cell(status.pool, status.exists)), escape(status.spec),
-            str(status.lag), str(status.pending), _age(status.oldest_pending_age()),
+            str(status.lag), f"{status.pending}{mark}", _age(status.oldest_pending_age()),
             txns, str(status.expired),
         )  # fmt: skip
+    if any(s.as_of_last_pass for s in statuses):
+        table.caption = (
+            f"{LAST_PASS_MARK} as the last ETL pass left them; the input lag came in since "
+            "(`zync status --recount` counts what waits now, with Spark)"
+        )
     return table
+
+
+LAST_PASS_MARK = "*"
 
 
 def output_table(statuses: list[StagingStatus]) -> Table:
@@ -204,6 +213,7 @@ def status_document(
                 "oldest_pending_age_s": age.total_seconds()
                 if (age := s.oldest_pending_age()) is not None else None,
                 "open_transactions": s.open_transactions,
+                "pending_as_of_last_pass": s.as_of_last_pass,
                 "expired": s.expired,
                 "outputs": [
                     {"topic": o.topic, "staged": o.staged, "sent": o.sent, "unsent": o.lag}
@@ -248,11 +258,19 @@ def status_document(
     help="table (default on a terminal) or json (default when piped): one JSON document.",
 )
 @click.option(
+    "--recount",
+    is_flag=True,
+    help="Count the events that wait now (starts Spark) where events came in since the "
+    "last ETL pass; by default its figures are shown, marked as the pass's.",
+)
+@click.option(
     "--sink", "sinks", multiple=True, metavar="NAME",
     help="A sink connector to report on (repeatable; default $ZYNC_SINKS, else every sink "
     "connector of the Connect worker at $ZYNC_CONNECT_URL, if one answers).",
 )  # fmt: skip
-def status(specs: tuple[str, ...], output_format: str | None, sinks: tuple[str, ...]) -> None:
+def status(
+    specs: tuple[str, ...], output_format: str | None, recount: bool, sinks: tuple[str, ...]
+) -> None:
     """Lag, pending events and dead letters of the pools of SPECS (default: every spec in
     $ZYNC_SPECS or ./etl_specs), in the lake $ZYNC_LAKE (default ./.zync/lake), and the
     state, lag and dead letters of the sinks that read the output topics."""
@@ -262,7 +280,7 @@ def status(specs: tuple[str, ...], output_format: str | None, sinks: tuple[str, 
     paths = _spec_paths(specs)
     loaded = [mirrored(load_spec(p)) for p in paths]
     output_format = output_format or ("table" if sys.stdout.isatty() else "json")
-    raws, stagings = _read_statuses(loaded)
+    raws, stagings = _read_statuses(loaded, recount)
     tables = [table_status(spec, table) for spec in loaded for table in lake_tables(spec).tables]
     failing = failures(loaded)
     sink_list, sink_problems = read_sinks(settings)
@@ -288,7 +306,9 @@ def status(specs: tuple[str, ...], output_format: str | None, sinks: tuple[str, 
         out.print(escape(line), soft_wrap=True)
 
 
-def _read_statuses(loaded: list[Spec]) -> tuple[list[RawStatus], list[StagingStatus]]:
+def _read_statuses(
+    loaded: list[Spec], recount: bool
+) -> tuple[list[RawStatus], list[StagingStatus]]:
     settings = current().kafka
     reading = "reading cursors, Kafka offsets and pending events…"
     with Console(stderr=True).status(reading) as progress:
@@ -305,7 +325,7 @@ def _read_statuses(loaded: list[Spec]) -> tuple[list[RawStatus], list[StagingSta
         pools = topics_now(loaded, settings)
         raws = [raw_status(spark, settings, p, ts) for p, ts in pools.items()]
         stagings = [
-            staging_status(spark, settings, spec, pool)
+            staging_status(spark, settings, spec, pool, recount)
             for spec in loaded
             for pool in spec.staging_pools()
         ]

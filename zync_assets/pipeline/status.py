@@ -9,16 +9,19 @@ Lag is always "end − cursor" of one hop:
   lake table      its source pool's end   − the table's cursor
 
 Pending events, open transactions and dead letters come from what the last pass or copy
-recorded in its commit (etl/state.py's PassFigures, ingest's dead-letter copies) while
-that record is current: no event ingested since the pass read the raw pools. Only where
-it is not (new events the ETL has not seen, pools made before passes recorded them)
-does status start Spark to count them.
+recorded in its commit (etl/state.py's PassFigures, ingest's dead-letter copies). While
+events keep arriving (a running pipeline) the last pass's figures are as of that pass:
+status says so (`as_of_last_pass`) beside the input lag, the events ingested since,
+rather than start Spark to classify them again, which takes seconds to a minute. Only
+`recount` (`zync status --recount`), or pools made before passes recorded figures,
+count them now, with Spark.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +95,9 @@ class StagingStatus:
     exists: bool = True  # False: no pool in the lake yet (the ETL never committed)
     open_transactions: int = 0  # source transactions its gated rules wait on
     oldest_open_transaction: dt.datetime | None = None
+    # The pending figures are the last pass's, and events came in since it read the raw
+    # pools (the input lag counts them): they may wait too, or let waiting ones go.
+    as_of_last_pass: bool = False
 
     @property
     def lag(self) -> int:
@@ -176,20 +182,24 @@ def input_lags(spec: Spec, pool: str, cursors: Offsets) -> list[PartitionLag]:
     return _lags({t: progress[t] for t in spec.etl_topics(pool) if t in progress}, cursors)
 
 
-def staging_status(spark: Session, kafka: KafkaSettings, spec: Spec, pool: str) -> StagingStatus:
+def staging_status(
+    spark: Session, kafka: KafkaSettings, spec: Spec, pool: str, recount: bool = False
+) -> StagingStatus:
+    """Staging pool `pool` of `spec`: its inputs' lag, what waits and what it has sent;
+    `recount`: count what waits now (Spark) when the last pass's figures are not current."""
     state = read_state(pool_path(pool), spec.name)
-    outputs = [
-        _output_status(kafka, pool, topic, state.next_offsets.get(topic, 0))
-        for topic in spec.staging_pools()[pool]
-    ]
-    recorded = current_figures(spec, pool, state)
+    outputs = output_statuses(kafka, pool, spec.staging_pools()[pool], state.next_offsets)
+    current = current_figures(spec, pool, state)
+    last = None if recount or current else pass_figures(state)
+    figures = current or last
     return StagingStatus(
         pool=pool,
         spec=spec.name,
         partitions=input_lags(spec, pool, state.cursors),
         outputs=outputs,
         exists=pool_exists(pool_path(pool)),
-        **(_recorded(recorded, spark, pool) if recorded else _counted(spark, spec, pool)),
+        as_of_last_pass=last is not None,
+        **(_recorded(figures, spark, pool) if figures else _counted(spark, spec, pool)),
     )
 
 
@@ -267,7 +277,23 @@ def failures(specs: list[Spec]) -> list[Failure]:
     return [found for what in dict.fromkeys(names) if (found := read_failure(what))]
 
 
-def _output_status(kafka: KafkaSettings, pool: str, topic: str, staged: int) -> OutputStatus:
-    marks = watermarks(kafka, [topic], missing_ok=True)[topic]
-    sent = topic_position(kafka, topic, pool, marks).next_offset if marks else 0
-    return OutputStatus(topic, staged, sent)
+POSITION_READERS = 8  # topics whose tails are read at once (a mirror's pool has dozens)
+
+
+def output_statuses(
+    kafka: KafkaSettings, pool: str, topics: list[str], staged: dict[str, int]
+) -> list[OutputStatus]:
+    """Each output topic's staged and sent records: the watermarks of all in one request,
+    the tails (where each topic stands) read side by side."""
+    marks = watermarks(kafka, topics, missing_ok=True)
+
+    def sent(topic: str) -> int:
+        parts = marks[topic]
+        return topic_position(kafka, topic, pool, parts).next_offset if parts else 0
+
+    with ThreadPoolExecutor(min(POSITION_READERS, max(len(topics), 1))) as readers:
+        positions = list(readers.map(sent, topics))
+    return [
+        OutputStatus(topic, staged.get(topic, 0), position)
+        for topic, position in zip(topics, positions, strict=True)
+    ]
