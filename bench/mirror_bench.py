@@ -2,9 +2,10 @@
 
 A private stack (`zync stack up --cdc`: Kafka, the registry, PostgreSQL, Kafka Connect
 with Debezium) and `zync run --follow` of the six-line whole-database spec (its default
-configuration: local Spark, one loop), over a source database of --tables tables of five
+configuration: local Spark, one loop), over a source database of --tables tables of six
 shapes (zync_assets/demo/whole_database.py: bigint, UUID and composite keys, a wide row,
-a TOASTed column) plus one without a primary key, which the spec leaves out. Debezium
+a TOASTed column, and a row of jsonb, text[], an enum, numeric(18,4), uuid and smallint)
+plus one without a primary key, which the spec leaves out. Debezium
 captures the whole schema; the JDBC sink upserts every mirrored topic (topics.regex).
 
   mirror.tables                the source tables mirrored

@@ -3,15 +3,18 @@ several shapes, a workload over all of them, and each table's rows as the source
 lake table and the warehouse hold them, in one comparable form.
 
 The shapes, cycled over the tables: a plain row (bigint key, text, numeric, date,
-boolean), a UUID key, a composite key (text, int), a wide row (30 columns), and a
-TOASTed text column (20,000 characters, stored out of line: an update that leaves it
-alone carries Debezium's placeholder). `nopk` has no primary key: Debezium keys its
+boolean), a UUID key, a composite key (text, int), a wide row (30 columns), a TOASTed
+text column (20,000 characters, stored out of line: an update that leaves it alone
+carries Debezium's placeholder), and the types a real schema has somewhere (an integer
+key, jsonb, text[], an enum no row has a value for yet, numeric(18,4), uuid, smallint;
+NULL in some rows), which the warehouse must get in the source's column types. `nopk` has no primary key: Debezium keys its
 messages by nothing, so its spec leaves it out (docs/debezium.md says what to do).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 import uuid
 from collections.abc import Callable, Iterable
@@ -19,7 +22,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-SHAPES = ("plain", "uuid", "composite", "wide", "toasted")
+SHAPES = ("plain", "uuid", "composite", "wide", "toasted", "typed")
+ENUM_DDL = "CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')"
 WIDE_COLUMNS = 30
 
 
@@ -42,6 +46,8 @@ class Table:
             return ["region", "num", "name"]
         if self.shape == "wide":
             return ["id", *(f"c{i:02d}" for i in range(WIDE_COLUMNS))]
+        if self.shape == "typed":
+            return ["id", "attrs", "labels", "tag", "amount", "ref", "small"]
         return ["id", "name", "bio"]
 
     def ddl(self) -> str:
@@ -53,6 +59,8 @@ class Table:
             "wide": "id bigint PRIMARY KEY, "
             + ", ".join(f"c{i:02d} {'text' if i % 2 else 'bigint'}" for i in range(WIDE_COLUMNS)),
             "toasted": "id bigint PRIMARY KEY, name text, bio text",
+            "typed": "id integer PRIMARY KEY, attrs jsonb, labels text[], tag mood, "
+            "amount numeric(18, 4), ref uuid, small smallint",
         }[self.shape]
         external = (
             f"; ALTER TABLE {self.name} ALTER COLUMN bio SET STORAGE EXTERNAL"
@@ -73,6 +81,11 @@ class Table:
             return [("north", "south")[n % 2], n, name]
         if self.shape == "wide":
             return [n, *(f"{name}/{i}" if i % 2 else n * i + version for i in range(WIDE_COLUMNS))]
+        if self.shape == "typed":
+            attrs = None if n % 3 == 0 else json.dumps({"n": n, "v": version, "tags": ["a", None]})
+            labels = None if n % 4 == 0 else [f"l{n}", "x y"]
+            amount = Decimal(n * 10_000 + version) / 10_000
+            return [n, attrs, labels, None, amount, uuid.UUID(int=n + version), n % 100]
         bio = (f"{self.name}:{n}:" * 1500)[:20_000]  # the same bio each version: TOAST
         return [n, name, bio]
 
@@ -100,7 +113,9 @@ def whole_spec(prefix: str) -> str:
 
 
 def schema_ddl(chosen: Iterable[Table]) -> str:
-    return ";\n".join([*(t.ddl() for t in chosen), NOPK_DDL]) + ";"
+    chosen = list(chosen)
+    types = [ENUM_DDL] if any(t.shape == "typed" for t in chosen) else []
+    return ";\n".join([*types, *(t.ddl() for t in chosen), NOPK_DDL]) + ";"
 
 
 def insert(conn: Any, table: Table, n: int, version: int = 0) -> None:
@@ -192,11 +207,17 @@ class Workload:
 
 
 def comparable(value: Any) -> Any:
-    """A value as every side holds it: a UUID as its text, a decimal without its scale."""
+    """A value as every side holds it: a UUID as its text, a decimal without its scale, a
+    JSON document or an array (psycopg's dict or list, a lake table's VARIANT) as its
+    canonical JSON text."""
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, Decimal):
         return value.normalize()
+    if hasattr(value, "toJson"):  # pyspark's VariantVal
+        value = json.loads(value.toJson())
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
     return value
 
 

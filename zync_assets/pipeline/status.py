@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +41,7 @@ from zync_assets.specs.model import Spec
 from zync_assets.specs.tables import TableDef
 from zync_assets.tables.expand import lake_tables
 from zync_assets.tables.state import read_table_state, source_ends
-from zync_assets.tokafka.position import topic_position
+from zync_assets.tokafka.position import topic_positions
 
 if TYPE_CHECKING:  # Spark only where the pools' records cannot answer (`_counted`)
     from pyspark.sql import SparkSession
@@ -277,23 +276,11 @@ def failures(specs: list[Spec]) -> list[Failure]:
     return [found for what in dict.fromkeys(names) if (found := read_failure(what))]
 
 
-POSITION_READERS = 8  # topics whose tails are read at once (a mirror's pool has dozens)
-
-
 def output_statuses(
     kafka: KafkaSettings, pool: str, topics: list[str], staged: dict[str, int]
 ) -> list[OutputStatus]:
     """Each output topic's staged and sent records: the watermarks of all in one request,
-    the tails (where each topic stands) read side by side."""
+    where each topic stands from one read of all their tails."""
     marks = watermarks(kafka, topics, missing_ok=True)
-
-    def sent(topic: str) -> int:
-        parts = marks[topic]
-        return topic_position(kafka, topic, pool, parts).next_offset if parts else 0
-
-    with ThreadPoolExecutor(min(POSITION_READERS, max(len(topics), 1))) as readers:
-        positions = list(readers.map(sent, topics))
-    return [
-        OutputStatus(topic, staged.get(topic, 0), position)
-        for topic, position in zip(topics, positions, strict=True)
-    ]
+    sent = topic_positions(kafka, pool, marks)
+    return [OutputStatus(topic, staged.get(topic, 0), sent[topic]) for topic in topics]

@@ -65,20 +65,68 @@ def topic_position(
     kafka: KafkaSettings, topic: str, pool: str, partitions: list[PartitionOffsets]
 ) -> TopicPosition:
     """Read the tail of each partition; the highest staging offset found, plus one."""
+    return TopicPosition(
+        topic_positions(kafka, pool, {topic: partitions})[topic],
+        {p.partition: p.high for p in partitions},
+    )
+
+
+def topic_positions(
+    kafka: KafkaSettings, pool: str, marks: dict[str, list[PartitionOffsets]]
+) -> dict[str, int]:
+    """Each topic's first staging offset not yet in it. One consumer reads the last
+    window of every partition at once (a mirror's pool has dozens of topics: one fetch
+    round, not one consumer each); a partition whose window holds no committed record
+    (a long aborted batch) is read back further on its own."""
     # The end of a partition shows as an empty fetch, which the broker holds for
     # fetch.wait.max.ms (500 ms by default) in case records arrive: not worth waiting for.
     consumer = clients.consumer(
         kafka, **{"isolation.level": "read_committed", "fetch.wait.max.ms": 10}
     )
     try:
-        last = -1
-        for part in partitions:
-            message = _last_committed(consumer, kafka, topic, part)
+        parts = {(t, p.partition): p for t, ps in marks.items() for p in ps if p.high > p.low}
+        starts = {key: max(p.low, p.high - _FIRST_WINDOW) for key, p in parts.items()}
+        last = _read_spans(consumer, kafka, starts)
+        found = {topic: -1 for topic in marks}
+        for (topic, partition), part in parts.items():
+            message = last.get((topic, partition))
+            if message is None and starts[(topic, partition)] > part.low:
+                earlier = PartitionOffsets(partition, part.low, starts[(topic, partition)])
+                message = _last_committed(consumer, kafka, topic, earlier)
             if message is not None:
-                last = max(last, staging_offset_of(message, pool))
-        return TopicPosition(last + 1, {p.partition: p.high for p in partitions})
+                found[topic] = max(found[topic], staging_offset_of(message, pool))
+        return {topic: offset + 1 for topic, offset in found.items()}
     finally:
         consumer.close()
+
+
+def _read_spans(
+    consumer: Consumer, kafka: KafkaSettings, starts: dict[tuple[str, int], int]
+) -> dict[tuple[str, int], Message]:
+    """The last record of each partition from its start to its end (read_committed), all
+    partitions assigned at once; a partition with none there is left out."""
+    if not starts:
+        return {}
+    consumer.assign([TopicPartition(t, p, start) for (t, p), start in starts.items()])
+    last: dict[tuple[str, int], Message] = {}
+    behind = set(starts)
+    while behind:
+        message = consumer.poll(clients.CONNECT_TIMEOUT_S)
+        if message is None:
+            topic, partition = next(iter(behind))
+            raise ZyncError(
+                f"reading the end of {topic!r} partition {partition} timed out after "
+                f"{clients.CONNECT_TIMEOUT_S:g}s; is Kafka at {kafka.bootstrap_servers} healthy?"
+            )
+        key = (message.topic() or "", message.partition() or 0)
+        error = message.error()
+        if error is None:
+            last[key] = message
+        elif error.code() == KafkaError._PARTITION_EOF:
+            behind.discard(key)
+        else:
+            raise ZyncError(f"reading the end of {key[0]!r} partition {key[1]}: {error.str()}")
+    return last
 
 
 def _last_committed(
@@ -101,19 +149,4 @@ def _read_span(
     consumer: Consumer, kafka: KafkaSettings, topic: str, partition: int, start: int
 ) -> Message | None:
     """The last record from `start` to the partition's end (read_committed)."""
-    consumer.assign([TopicPartition(topic, partition, start)])
-    last = None
-    while True:
-        message = consumer.poll(clients.CONNECT_TIMEOUT_S)
-        if message is None:
-            raise ZyncError(
-                f"reading the end of {topic!r} partition {partition} timed out after "
-                f"{clients.CONNECT_TIMEOUT_S:g}s; is Kafka at {kafka.bootstrap_servers} healthy?"
-            )
-        error = message.error()
-        if error is None:
-            last = message
-        elif error.code() == KafkaError._PARTITION_EOF:
-            return last
-        else:
-            raise ZyncError(f"reading the end of {topic!r} partition {partition}: {error.str()}")
+    return _read_spans(consumer, kafka, {(topic, partition): start}).get((topic, partition))
