@@ -89,20 +89,32 @@ DISTINCT_PAYLOADS = 2000  # encoded once, cycled: the benchmark measures ingest,
 BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
 
 
-def publish(name: str, table: str, figures: dict[str, object]) -> None:
+def publish(
+    name: str, table: str, figures: dict[str, object], measured_by: list | None = None
+) -> None:
     """Append the benchmark's table to docs/BENCHMARKS.md, show it, write its figures."""
     with BENCHMARKS_MD.open("a") as out:
         out.write(table)
     print(table)
-    write_results(name, figures)
+    write_results(name, figures, measured_by)
 
 
 def publish_joined(name: str, table: str, figures: dict[str, object]) -> None:
     """`publish`, keeping the figures other runs wrote to the same results file (a
-    benchmark whose modes each measure part of it)."""
+    benchmark whose modes each measure part of it); `measured_by` says which run (date,
+    machine, commit) measured each figure, as the file's own date and machine are the
+    newest run's."""
     path = Path(__file__).resolve().parent / "results" / f"{name}.json"
-    earlier = json.loads(path.read_text()).get("figures", {}) if path.is_file() else {}
-    publish(name, table, {**{k: v for k, v in earlier.items() if k not in figures}, **figures})
+    earlier = json.loads(path.read_text()) if path.is_file() else {}
+    kept = {k: v for k, v in earlier.get("figures", {}).items() if k not in figures}
+    runs = earlier.get("measured_by") or (
+        [{"figures": sorted(earlier.get("figures", {})),
+          **{k: earlier.get(k) for k in ("date", "machine", "commit")}}] if earlier else []
+    )  # fmt: skip
+    runs = [{**r, "figures": [f for f in r["figures"] if f in kept]} for r in runs]
+    this = {"figures": sorted(figures), "date": dt.date.today().isoformat(),
+            "machine": machine(), "commit": measured_code().get("commit")}  # fmt: skip
+    publish(name, table, {**kept, **figures}, [r for r in runs if r["figures"]] + [this])
 
 
 def percentiles(values: list[float]) -> tuple[float, float]:
@@ -112,13 +124,16 @@ def percentiles(values: list[float]) -> tuple[float, float]:
     return round(statistics.median(ordered), 2), round(p95, 2)
 
 
-def write_results(name: str, figures: dict[str, object]) -> Path:
-    """`bench/results/<name>.json`: the benchmark's figures by name, the machine, the date."""
+def write_results(name: str, figures: dict[str, object], measured_by: list | None = None) -> Path:
+    """`bench/results/<name>.json`: the benchmark's figures by name, the machine, the date
+    (and, for figures joined from several runs, which run measured which)."""
     folder = Path(__file__).resolve().parent / "results"
     folder.mkdir(exist_ok=True)
     path = folder / f"{name}.json"
     record = {"benchmark": name, "date": dt.date.today().isoformat(), "machine": machine(),
               **measured_code(), "figures": figures}  # fmt: skip
+    if measured_by:
+        record["measured_by"] = measured_by
     path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return path
 
