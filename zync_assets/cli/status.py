@@ -17,7 +17,7 @@ from rich.table import Table
 
 from zync_assets.core.config import current
 from zync_assets.core.errors import ZyncError
-from zync_assets.core.settings import SinkSettings, sink_settings
+from zync_assets.core.settings import SinkSettings
 from zync_assets.ingest.discovery import topics_now
 from zync_assets.lake.pools import lake_dir, pool_path
 from zync_assets.pipeline.failures import Failure
@@ -274,7 +274,7 @@ def status(
     """Lag, pending events and dead letters of the pools of SPECS (default: every spec in
     $ZYNC_SPECS or ./etl_specs), in the lake $ZYNC_LAKE (default ./.zync/lake), and the
     state, lag and dead letters of the sinks that read the output topics."""
-    settings = sink_settings()
+    settings = current().sinks
     if sinks:
         settings = SinkSettings(settings.connect_url, sinks)
     paths = _spec_paths(specs)

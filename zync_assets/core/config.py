@@ -26,12 +26,14 @@ from zync_assets.core.settings import (
     CatalogSettings,
     KafkaSettings,
     RegistrySettings,
+    SinkSettings,
     catalog_settings,
     discovery_interval_seconds,
     kafka_settings,
     outage_retry_seconds,
     registry_settings,
     sensor_interval_seconds,
+    sink_settings,
     spark_master,
 )
 
@@ -75,6 +77,8 @@ class ZyncConfig:
     discovery_interval_s: float = 10.0
     # Where lake tables are registered by name (none by default): spark/catalog.py.
     catalog: CatalogSettings = field(default_factory=CatalogSettings)
+    # The Kafka Connect worker whose sinks read the output topics (`zync status`).
+    sinks: SinkSettings = field(default_factory=SinkSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ZyncConfig:
@@ -97,6 +101,7 @@ class ZyncConfig:
             outage_retry_s=outage_retry_seconds(env),
             discovery_interval_s=discovery_interval_seconds(env),
             catalog=catalog_settings(env),
+            sinks=sink_settings(env),
         )
 
     def with_lake(self, location: str) -> ZyncConfig:

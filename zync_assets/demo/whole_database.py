@@ -184,7 +184,7 @@ class Workload:
                 self._change(conn, self.rng.choice(self.chosen))
 
     def _change(self, conn: Any, table: Table) -> None:
-        live = self.live[table.name]
+        live = self.live.setdefault(table.name, set())  # a table added to `chosen` later
         self.version += 1
         kind = self.rng.random()
         if not live or kind < 0.35:
