@@ -74,7 +74,7 @@ def test_a_record_the_sink_refuses_goes_to_its_dead_letters_and_the_rest_keep_fl
     assert (status["sink"], status["state"], status["dead_letters"]) == (sink, "RUNNING", 2)
     assert status["dead_letter_topic"] == sink_dead_letters(sink)
     (line,) = [f["message"] for f in report["failing"] if f["what"] == "sink"]
-    assert line.startswith(f"sink {sink}: 2 records it could not write are in"), line
+    assert line.startswith(f"sink {sink}: 2 records it could not take are in"), line
 
 
 def test_status_says_in_one_line_when_a_sink_task_has_stopped_and_why(

@@ -269,7 +269,7 @@ def test_a_sinks_problems_are_one_line_each_with_connects_reason_and_what_to_do(
     fine = SinkStatus("k", "RUNNING", (SinkTask(0, "RUNNING", None),), ("t",), 0, "dl", 0)
     assert fine.problems(url) == []
     assert dataclasses.replace(fine, dead_letters=2).problems(url) == [
-        "sink k: 2 records it could not write are in dl (their headers __connect.errors.* say why)"
+        "sink k: 2 records it could not take are in dl (their headers __connect.errors.* say why)"
     ]
     assert dataclasses.replace(fine, state="PAUSED").problems(url) == [
         "sink k: the connector is PAUSED, not RUNNING"

@@ -3,8 +3,8 @@
 zync's own figures end where its records reach their topics; a warehouse is only as
 current as the sink connector that reads them. So status asks Kafka Connect for each
 sink connector's state and its tasks' (a FAILED task reads nothing: every table it
-serves stops), counts the records of its dead-letter topic (what it could not write:
-`errors.tolerance: all`, docs/debezium.md), and takes its lag from Kafka: the high
+serves stops), counts the records of its dead-letter topic (what its converter could not
+read: `errors.tolerance: all`, docs/debezium.md), and takes its lag from Kafka: the high
 watermarks of its topics − the offsets its consumer group (`connect-<name>`) committed.
 """
 
@@ -28,7 +28,7 @@ STATUS_TIMEOUT_S = 5.0  # status answers within seconds, even when the worker do
 class SinkTask:
     id: int
     state: str  # RUNNING, FAILED, PAUSED, UNASSIGNED…
-    reason: str | None  # a failed task's: the first line of Connect's trace
+    reason: str | None  # a failed task's: its trace's first line and last cause
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class SinkStatus:
             lines.append(f"sink {self.name}: the connector runs no task")
         if self.dead_letters:
             lines.append(
-                f"sink {self.name}: {self.dead_letters} records it could not write are in "
+                f"sink {self.name}: {self.dead_letters} records it could not take are in "
                 f"{self.dead_letter_topic} (their headers __connect.errors.* say why)"
             )
         return lines
