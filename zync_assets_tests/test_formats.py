@@ -40,6 +40,8 @@ ROW_SCHEMA = {
         {"field": "doc", "type": "string", "optional": True, "version": 1,
          "name": "io.debezium.data.Json"},
         {"field": "raw", "type": "bytes", "optional": True},
+        {"field": "ratio", "type": "float", "optional": True},  # a PostgreSQL real
+        {"field": "score", "type": "double", "optional": True},  # a double precision
     ],
 }  # fmt: skip
 ENVELOPE_SCHEMA = {
@@ -59,6 +61,8 @@ AFTER = {
     "at_time": 45_296_789_000,  # 12:34:56.789
     "doc": '{"tags": ["a", "b"], "n": 1}',
     "raw": base64.b64encode(b"\x00\xff").decode(),
+    "ratio": 1.5,
+    "score": 0.1,
 }
 KEY = {"schema": {"type": "struct", "fields": [{"field": "id", "type": "int64"}]},
        "payload": {"id": 7}}  # fmt: skip
@@ -83,6 +87,8 @@ def test_connect_json_lands_with_debeziums_types_as_real_values(
         "value:after:local::timestamp_ntz AS local", "value:after:day::date AS day",
         "value:after:at_time::string AS t", "value:after:doc:tags[1]::string AS tag",
         "value:after:raw::binary AS raw", "value:before::string AS before",
+        "schema_of_variant(value:after:ratio) AS ratio_type", "value:after:ratio::float AS ratio",
+        "schema_of_variant(value:after:score) AS score_type", "value:after:score::double AS score",
     ).first()  # fmt: skip
     assert row.asDict() == {
         "id": 7, "op": "u", "amount": Decimal("12.34"),
@@ -90,6 +96,7 @@ def test_connect_json_lands_with_debeziums_types_as_real_values(
         "local": dt.datetime(2026, 11, 22, 10, 0, 0, 123456),
         "day": dt.date(2025, 11, 25), "t": "12:34:56.789", "tag": "b", "raw": bytearray(b"\x00\xff"),
         "before": None,  # a null field stays null (a variant null)
+        "ratio_type": "FLOAT", "ratio": 1.5, "score_type": "DOUBLE", "score": 0.1,
     }  # fmt: skip
 
 
@@ -143,7 +150,7 @@ def test_to_kafka_writes_connect_json_that_ingest_reads_back_the_same(
           to_variant_object(named_struct(
             'amount', CAST(-12.30 AS DECIMAL(12,2)), 'day', DATE'2026-11-22',
             'at', TIMESTAMP'2026-11-22 10:00:00.123456', 'local', TIMESTAMP_NTZ'2026-11-22 10:00:00',
-            'raw', X'00FF', 'text', 'zürich', 'none', CAST(NULL AS STRING),
+            'raw', X'00FF', 'text', 'zürich', 'none', CAST(NULL AS STRING), 'score', 0.1D,
             'nested', named_struct('a', 1, 'b', array(1, NULL, 3)))) AS value
     """).write.format("delta").mode("append").partitionBy("kind").save(
         str(lake / "JsonOut")
@@ -162,6 +169,7 @@ def test_to_kafka_writes_connect_json_that_ingest_reads_back_the_same(
     assert fields["amount"]["name"] == "org.apache.kafka.connect.data.Decimal"
     assert fields["amount"]["parameters"] == {"scale": "2"}
     assert fields["at"]["name"] == "io.debezium.time.ZonedTimestamp"
+    assert (fields["score"]["type"], value["payload"]["score"]) == ("double", 0.1)  # Connect's
     ingest(spark, "Back", [topic], stack.kafka, registry, formats={topic: WireFormat("json")})
     back = (
         spark.read.format("delta").load(str(lake / "Back")).selectExpr("value::string").first()[0]

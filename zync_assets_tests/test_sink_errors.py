@@ -5,12 +5,14 @@ connector sink` registers sends it to its dead-letter topic, with headers that s
 and every other record and table keeps arriving. A record Debezium's JDBC sink cannot
 *write* (a column type it cannot make) is not reported to Connect's dead-letter handling
 (3.6's `JdbcSinkConnectorTask.put` keeps the error and fails the task on its next call),
-so it stops the task: status says so in one line, with the sink's reason and what to do.
+so it stops the task: status says so in one line, with the sink's reason and what to do,
+and Dagster's `sink_reads_it` check on each output topic it reads fails with that line.
 (zync's own outputs avoid the classic case: a mirror sends a json column as Debezium's
 Json, test_user_schema_chain.py.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -18,8 +20,14 @@ from pathlib import Path
 import psycopg
 import pytest
 import yaml
+from dagster import AssetCheckKey, AssetCheckSeverity, AssetKey, DagsterInstance
 
+from zync_assets.core.config import ZyncConfig
+from zync_assets.core.settings import SinkSettings
 from zync_assets.kafka.connect_api import ConnectApi
+from zync_assets.orchestration.definitions import build_zync_definitions
+from zync_assets.orchestration.sinks import SINK_CHECK
+from zync_assets.specs.model import load_spec
 from zync_assets.stack import postgres
 from zync_assets.stack.register import sink_dead_letters
 from zync_assets.stack.services import CdcPorts
@@ -75,6 +83,12 @@ def test_a_record_the_sink_refuses_goes_to_its_dead_letters_and_the_rest_keep_fl
     assert status["dead_letter_topic"] == sink_dead_letters(sink)
     (line,) = [f["message"] for f in report["failing"] if f["what"] == "sink"]
     assert line.startswith(f"sink {sink}: 2 records it could not take are in"), line
+    # Dagster: a warning on the output topic whose sink holds them, none on one it skips.
+    checks = sink_checks_of(tmp_path, cdc_ports, sink, {good: True, f"{topic}_unread": False})
+    assert (checks[good].passed, checks[good].severity) == (False, AssetCheckSeverity.WARN)
+    assert checks[good].description == line
+    assert checks[f"{topic}_unread"].passed
+    assert checks[f"{topic}_unread"].metadata["sinks"].text == "no sink connector reads it"
 
 
 def test_status_says_in_one_line_when_a_sink_task_has_stopped_and_why(
@@ -111,6 +125,34 @@ def test_status_says_in_one_line_when_a_sink_task_has_stopped_and_why(
     table = run_zync("status", str(spec_of(tmp_path, topic)), "--sink", sink, "--format", "table",
                      env=stack.env(ZYNC_CONNECT_URL=f"http://127.0.0.1:{cdc_ports.connect}"))  # fmt: skip
     assert f"FAILING: sink {sink}: task 0 FAILED" in table.stdout, table.stdout + table.stderr
+    # Dagster: the output topic's check fails, an ERROR, with the same line.
+    check = sink_checks_of(tmp_path, cdc_ports, sink, {topic: True})[topic]
+    assert (check.passed, check.severity) == (False, AssetCheckSeverity.ERROR)
+    assert check.description == line
+
+
+def sink_checks_of(folder: Path, ports: CdcPorts, sink: str, outputs: dict[str, bool]) -> dict:
+    """Dagster's `sink_reads_it` evaluations of a spec whose outputs are `outputs`' topics
+    (the value: whether the sink reads it), run as the UI's "Execute check" runs them."""
+    spec = folder / "outputs.yaml"
+    spec.write_text(yaml.safe_dump({
+        "inputs": [{"topic": f"{sink}-in", "pool": "CheckRaw"}],
+        "outputs": [{"topic": t, "pool": "CheckStaging"} for t in outputs],
+        "transforms": [
+            {"type": "stateless", "in": f"{sink}-in", "out": t, "sql": "key AS key, value AS value"}
+            for t in outputs
+        ],
+    }))  # fmt: skip
+    sinks = SinkSettings(f"http://127.0.0.1:{ports.connect}", (sink,))
+    config = dataclasses.replace(ZyncConfig.from_env(), sinks=sinks)
+    job = build_zync_definitions(
+        [load_spec(spec)], config=config
+    ).resolve_implicit_global_asset_job_def()
+    keys = {AssetCheckKey(AssetKey(["kafka", t]), SINK_CHECK) for t in outputs}
+    run = job.get_subset(asset_check_selection=keys, asset_selection=set()).execute_in_process(
+        instance=DagsterInstance.ephemeral()
+    )
+    return {e.asset_key.path[-1]: e for e in run.get_asset_check_evaluations()}
 
 
 def spec_of(folder: Path, topic: str) -> Path:

@@ -55,12 +55,13 @@ CREATE TABLE typed (
     d date, t0 time(0), t6 time(6), tz timetz, ts3 timestamp(3), ts6 timestamp(6),
     tstz timestamptz, iv interval, n numeric(12, 3), nv numeric, j json, jb jsonb,
     u uuid, e mood, b4 bit(4), by bytea, ints int[], texts text[],
+    r real, dp double precision, vc varchar(20), i4 integer, i2 smallint,
     never mood  -- NULL in every row: the lake's and the warehouse's tables have it too
 );
 """
 TYPED_COLUMNS = [
     "id", "d", "t0", "t6", "tz", "ts3", "ts6", "tstz", "iv", "n", "nv", "j", "jb", "u", "e",
-    "b4", "by", "ints", "texts",
+    "b4", "by", "ints", "texts", "r", "dp", "vc", "i4", "i2",
 ]  # fmt: skip
 
 
@@ -82,7 +83,8 @@ def typed_values(i: int) -> dict[str, Any]:
         "n": Decimal("1234.560") + i, "nv": Decimal("3.14159265358979") * i,
         "j": json.dumps({"a": [1, 2], "b": "x"}), "jb": json.dumps({"k": i}),
         "u": uuid.UUID(int=i), "e": "happy", "b4": "1010", "by": bytes([0, 1, 2, i % 256]),
-        "ints": [i, 2, 3], "texts": ["a", "b c"],
+        "ints": [i, 2, 3], "texts": ["a", "b c"], "r": 1.5 + i, "dp": 2.25 * i, "vc": f"v{i}",
+        "i4": 100_000 + i, "i2": -i,
     }  # fmt: skip
 
 
@@ -195,6 +197,7 @@ def typed_lake_rows(spark, name: str) -> list[tuple]:
         "id", "d", "t0", "t6", "tz", "ts3", "ts6", "unix_micros(tstz) AS tstz", "iv",
         "n", "cast(nv AS string) AS nv", "to_json(j) AS j", "to_json(jb) AS jb", "u", "e",
         "hex(b4) AS b4", "by", "to_json(ints) AS ints", "to_json(texts) AS texts",
+        "r", "dp", "vc", "i4", "i2",
     ]  # fmt: skip
     rows = [list(r) for r in frame.selectExpr(*exprs).orderBy("id").collect()]
     for row in rows:  # numeric without a scale: a variant (Avro) or decimal(38,18) (JSON)
@@ -221,6 +224,7 @@ def typed_expected(chain: Chain) -> list[tuple]:
                 str(v["u"]), v["e"], f"{int(v['b4'], 2):02X}", bytes(v["by"]),
                 json.dumps(v["ints"], separators=(",", ":")),
                 json.dumps(v["texts"], separators=(",", ":")),
+                v["r"], v["dp"], v["vc"], v["i4"], v["i2"],
             ))  # fmt: skip
     return rows
 

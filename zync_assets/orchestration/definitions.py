@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from dagster import (
+    AssetChecksDefinition,
     AssetKey,
     AssetsDefinition,
     AssetSelection,
@@ -43,6 +44,7 @@ from zync_assets.orchestration.raw import (
     topic_assets,
 )
 from zync_assets.orchestration.resources import zync_resources
+from zync_assets.orchestration.sinks import sink_checks
 from zync_assets.orchestration.staging import etl_assets
 from zync_assets.orchestration.tables import pattern_asset_name, table_assets
 from zync_assets.orchestration.tokafka import mirror_asset_name, output_topic_assets
@@ -68,17 +70,20 @@ def _one_owner(specs: list[Spec], kind: str, names: Callable[[Spec], list[str]],
 
 
 def automation_sensor(
-    interval: int, assets: Sequence[AssetsDefinition], naming: Naming = DEFAULT_NAMING
+    interval: int,
+    assets: Sequence[AssetsDefinition],
+    naming: Naming = DEFAULT_NAMING,
+    checks: Sequence[AssetChecksDefinition] = (),
 ) -> AutomationConditionSensorDefinition:
-    """Evaluates the eager conditions of zync's assets (and no host's): staging and output
-    topics follow new upstream data.
+    """Evaluates the eager conditions of zync's assets and checks (and no host's): staging
+    and output topics follow new upstream data; the sink checks run once a minute.
 
     Explicit (rather than Dagster's default one) so that it runs from the start and as
     often as the Kafka sensors.
     """
     return AutomationConditionSensorDefinition(
         naming.definition_name(AUTOMATION_SENSOR),
-        target=AssetSelection.assets(*assets),
+        target=AssetSelection.assets(*assets) | AssetSelection.checks(*checks),
         default_status=DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=interval,
         description="Starts staging/<pool> after its raw pools grow, kafka/<out> with it.",
@@ -154,14 +159,17 @@ def build_zync_definitions(
         *(asset for spec in transforming for asset in output_topic_assets(spec, naming)),
         *(asset for spec in specs for asset in table_assets(spec, naming)),
     ]
+    sinks = config.sinks if config is not None else None
+    checks = [check for spec in transforming for check in sink_checks(spec, naming, sinks)]
     return Definitions(
         assets=[*external, *materialized],
+        asset_checks=checks,
         sensors=[
             *(
                 raw_pool_sensor(pool, inputs, interval, downstream_of(pool, specs, naming), naming)
                 for pool, inputs in pools.items()
             ),
-            automation_sensor(interval, materialized, naming),
+            automation_sensor(interval, materialized, naming, checks),
         ],
         jobs=[upkeep],
         schedules=[maintenance_schedule(upkeep, kept, naming)],

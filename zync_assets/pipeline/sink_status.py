@@ -41,6 +41,16 @@ class SinkStatus:
     dead_letter_topic: str | None
     dead_letters: int
 
+    @property
+    def stopped(self) -> bool:
+        """Whether it reads none (or only some) of its topics: a connector not RUNNING, a
+        task FAILED, no task at all."""
+        return (
+            self.state != "RUNNING"
+            or not self.tasks
+            or any(t.state == "FAILED" for t in self.tasks)
+        )
+
     def problems(self, connect_url: str) -> list[str]:
         """One line per thing that stops records reaching the warehouse, with what to do."""
         if self.state == MISSING:

@@ -80,7 +80,8 @@ final class VariantJsonWriter {
         json.writeEndArray();
       }
       case "int64" -> json.writeNumber(expect(v, Type.LONG, path).getLong());
-      case "float64" -> json.writeNumber(number(v, path).doubleValue());
+      // Connect's JSON schema names its floating types "float" and "double" (JsonSchema).
+      case "double", "float" -> json.writeNumber(number(v, path).doubleValue());
       case "boolean" -> json.writeBoolean(expect(v, Type.BOOLEAN, path).getBoolean());
       case "string" -> json.writeString(expect(v, Type.STRING, path).getString());
       case "bytes" -> json.writeString(Base64.getEncoder().encodeToString(expect(v, Type.BINARY, path).getBinary()));
