@@ -36,8 +36,18 @@ def with_table(tmp_path: Path) -> Path:
     return spec
 
 
-def table_ids(spark, lake: Path) -> list[int]:
-    rows = spark.read.format("delta").load(str(lake / TABLES_FOLDER / "invoices")).select("ID")
+# Two tables of one pool: each pass applies both at once (pipeline/run.py, TABLE_WORKERS).
+TWO_TABLES = INVOICES_TABLE + "  - {name: statuses, source: InvoiceStatus, keys: [ID]}\n"
+
+
+def with_two_tables(tmp_path: Path) -> Path:
+    spec = tmp_path / "invoices.yaml"
+    spec.write_text(INVOICES.read_text() + TWO_TABLES)
+    return spec
+
+
+def table_ids(spark, lake: Path, table: str = "invoices") -> list[int]:
+    rows = spark.read.format("delta").load(str(lake / TABLES_FOLDER / table)).select("ID")
     return sorted(r.ID for r in rows.collect())
 
 
@@ -165,7 +175,7 @@ def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
 ) -> None:
     reset(stack.kafka)
     env = stack.env(ZYNC_LAKE=str(lake))
-    spec = with_table(tmp_path)
+    spec = with_two_tables(tmp_path)
     rng = random.Random(17)
     pairs = 0
     # Both compact after every commit: compaction races both writers and the kills.
@@ -204,8 +214,10 @@ def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
     assert done.count() == done.distinct().count() == 2 * pairs
     received = read_topic(stack, "NewInvoices")
     assert sorted(r.value["ID"] for r in received) == list(range(10_000, 10_000 + pairs))
-    # The tables lane was killed with the rest: its table holds each invoice once.
+    # The tables lane was killed with the rest, its two tables' passes running at once:
+    # each holds each invoice (status) once.
     assert table_ids(spark, lake) == list(range(10_000, 10_000 + pairs))
+    assert table_ids(spark, lake, "statuses") == list(range(10_000, 10_000 + pairs))
 
 
 def produce_pairs(stack: Stack, ids: range) -> None:

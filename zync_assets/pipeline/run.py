@@ -11,6 +11,10 @@ listings, no Spark job.
 thread, so that a change on its way to the warehouse never waits behind a MERGE. Each
 loop reads what the other committed; nothing else passes between them.
 
+The lake tables with new events are applied TABLE_WORKERS at a time, each on a session of
+its own (`_in_parallel`): a table's pass is mostly Spark's fixed cost (planning, a few
+small jobs, a Delta commit), which two tables' passes overlap on two cores.
+
 A failure is contained to what it concerns: one lake table, one spec's ETL, one pool's
 sync or ingest (a bad column type, a rule that fails at run time). That one stops, is
 reported with its one-line reason and recorded in the lake for `zync status` and
@@ -27,9 +31,12 @@ new state — never a duplicate, never a gap.
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
+import queue
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol, TypeVar
@@ -50,7 +57,7 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.lake.pools import pool_path, pool_version, table_path
 from zync_assets.pipeline.failures import clear_failure, explain, record_failure
 from zync_assets.pipeline.maintenance import Maintained, Maintenance
-from zync_assets.spark.session import lane_session, sized_work
+from zync_assets.spark.session import in_scheduler_pool, lane_session, scheduler_pool, sized_work
 from zync_assets.specs.expiry import parse_expiry
 from zync_assets.specs.ingested import mirrored
 from zync_assets.specs.mirror import mirror_sources
@@ -68,6 +75,12 @@ EXPIRY_CHECK_S = 10.0
 # A table, spec or pool whose stage failed is tried again after this long (a cause outside
 # zync may have gone; a wrong spec or column fails again, once a minute, not every pass).
 FAILED_RETRY_S = 60.0
+
+# Lake tables with new events applied at a time, each on a session of its own (a MERGE's
+# commit settings are its session's SQL conf). Measured on 2 cores, 20 tables of 200 new
+# rows each: 21-22 s two at a time against 31-46 s one after another; four at a time
+# were no faster than two.
+TABLE_WORKERS = 2
 
 # A pass's stages, in order; `Pipeline.stages` names those its passes run.
 STAGES = ("ingest", "etl", "to-kafka", "tables", "maintenance")
@@ -135,6 +148,7 @@ class Pipeline:
     clock: Callable[[], float] = time.monotonic
     maintenance: Maintenance | None = None  # None: pools are left as committed
     stages: Sequence[str] = STAGES
+    table_workers: int = TABLE_WORKERS  # lake tables applied at a time (1: one after another)
     # Delta versions each stage last saw of its input pools (None: not run yet).
     _etl_saw: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
     _etl_pending_since: dict[str, float] = field(default_factory=dict)
@@ -146,6 +160,7 @@ class Pipeline:
     _retry_at: dict[str, float] = field(default_factory=dict)  # what failed → when to retry
     _cleared: set[str] = field(default_factory=set)  # failures this pipeline has cleared
     _discovery: Discovery | None = None
+    _table_sessions: list[SparkSession] = field(default_factory=list)  # for table_workers
 
     def pass_once(
         self, reporter: PipelineReporter, stop_requested: Callable[[], bool] = lambda: False
@@ -182,7 +197,7 @@ class Pipeline:
         return Pipeline(
             spark, self.specs, self.kafka, self.registry, clock=self.clock,
             maintenance=self.maintenance.on(spark) if self.maintenance else None,
-            stages=LAKE_TABLES,
+            stages=LAKE_TABLES, table_workers=self.table_workers,
         )  # fmt: skip
 
     def _transform_all(self, reporter: PipelineReporter, result: PassResult) -> bool:
@@ -353,20 +368,59 @@ class Pipeline:
         found, refused = tables
         for topic, why in refused.items():
             self._contained(f"table of {topic}", "tables", reporter, result, partial(_fail, why))
+        versions: dict[str, int | None] = {}  # source pool → its version (tables share pools)
+        due: list[tuple[CompiledTable, int]] = []
         for compiled in found:
             table = compiled.table
-            version = pool_version(pool_path(table.source_pool))
+            if table.source_pool not in versions:
+                versions[table.source_pool] = pool_version(pool_path(table.source_pool))
+            version = versions[table.source_pool]
             if version is None or self._table_saw.get(table.name) == version:
                 continue  # no pool yet, or nothing committed to it since the last pass
-            apply = partial(
-                apply_table, self.spark, compiled, dt.datetime.now(dt.UTC), self.registry
-            )
-            done = self._contained(f"table {table.name}", "tables", reporter, result, apply)
+            if not self._waits_to_retry(f"table {table.name}"):
+                due.append((compiled, version))
+        applied = self._in_parallel([compiled for compiled, _ in due], dt.datetime.now(dt.UTC))
+        for (compiled, version), outcome in zip(due, applied, strict=True):
+            table = compiled.table
+            done = self._contained(f"table {table.name}", "tables", reporter, result, outcome)
             if done is None:
                 continue
             self._table_saw[table.name] = version
             result.tabled.append(done)
             reporter.tabled(spec, done)
+
+    def _in_parallel(
+        self, tables: list[CompiledTable], now: dt.datetime
+    ) -> list[Callable[[], TableResult]]:
+        """Each table's pass, as a call that gives its result or raises its error (for
+        `_contained`, in this thread): run `table_workers` at a time, each on a session of
+        its own, before this returns; run by the call itself when there is one table or
+        one worker."""
+        if len(tables) < 2 or self.table_workers < 2:
+            return [partial(apply_table, self.spark, c, now, self.registry) for c in tables]
+        if not self._table_sessions:  # each its own SQL conf; the JVM and cache shared
+            self._table_sessions = [lane_session(self.spark) for _ in range(self.table_workers)]
+        free: queue.SimpleQueue[SparkSession] = queue.SimpleQueue()
+        for session in self._table_sessions:
+            free.put(session)
+        pool = scheduler_pool(self.spark)  # the workers' jobs share the caller's pool
+
+        def apply(compiled: CompiledTable) -> TableResult:
+            session = free.get()
+            try:
+                if pool is not None:
+                    in_scheduler_pool(session, pool)
+                return apply_table(session, compiled, now, self.registry)
+            finally:
+                free.put(session)
+
+        with ThreadPoolExecutor(len(self._table_sessions), "zync-table") as workers:
+            # Each in a copy of this thread's context: the configuration in force (the lake).
+            futures: list[Future[TableResult]] = [
+                workers.submit(contextvars.copy_context().run, apply, compiled)
+                for compiled in tables
+            ]
+        return [future.result for future in futures]
 
     def _lake_tables(self, spec: Spec) -> tuple[list[CompiledTable], dict[str, str]]:
         """The spec's tables now (a pattern's grow as topics appear), each checked against
@@ -384,7 +438,7 @@ class Pipeline:
     ) -> T | None:  # fmt: skip
         """`call()`'s result, or None when `what` (a table, a spec, a pool) failed or waits
         to be tried again after failing: the failure stops `what`, not the pass."""
-        if self.clock() < self._retry_at.get(what, float("-inf")):
+        if self._waits_to_retry(what):
             return None
         try:
             done = _unless_raced(stage, reporter, result, call)
@@ -404,6 +458,10 @@ class Pipeline:
             self._retry_at.pop(what, None)
             self._cleared.add(what)
         return done
+
+    def _waits_to_retry(self, what: str) -> bool:
+        """`what` failed, and FAILED_RETRY_S has not passed since."""
+        return self.clock() < self._retry_at.get(what, float("-inf"))
 
     def _spark_answers(self) -> bool:
         """Whether the session still runs a job (a failure of one table or spec leaves it

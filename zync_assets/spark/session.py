@@ -256,6 +256,14 @@ def in_scheduler_pool(spark: SparkSession, pool: str) -> None:
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
 
 
+def scheduler_pool(spark: SparkSession) -> str | None:
+    """The scheduler pool of the calling thread's jobs (None: the default, or Spark
+    Connect, whose server schedules)."""
+    if is_remote(spark):
+        return None
+    return spark.sparkContext.getLocalProperty("spark.scheduler.pool")
+
+
 def is_remote(spark: SparkSession) -> bool:
     """Whether `spark` is a Spark Connect session (no JVM in this process)."""
     return getattr(spark, "_jsparkSession", None) is None

@@ -113,9 +113,12 @@ class NewRows:
     ends: Offsets  # per source partition: the end offset this pass reads to
 
 
-def new_rows(spark: SparkSession, spec: Spec, table: TableDef, cursors: Offsets) -> NewRows | None:
-    """The source's rows from `cursors` to the pool's committed end (None: no pool yet)."""
-    ends = source_ends(spec, table)
+def new_rows(
+    spark: SparkSession, spec: Spec, table: TableDef, cursors: Offsets, ends: Offsets | None = None
+) -> NewRows | None:
+    """The source's rows from `cursors` to the pool's committed end, or to `ends` where
+    the caller read it (None: no pool yet)."""
+    ends = source_ends(spec, table) if ends is None else ends
     if ends is None:
         return None
     path = pool_path(table.source_pool)
