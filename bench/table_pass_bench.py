@@ -48,9 +48,9 @@ from zync_assets.specs.model import load_spec
 from zync_assets_tests.support.pool_data import DEAD, KAFKA
 
 SPEC = """inputs:
-  - {topics: 'db\\\\.public\\\\..*', pool: Raw, format: json}
+  - {topics: 'db\\.public\\..*', pool: Raw, format: json}
 tables:
-  - {topics: 'db\\\\.public\\\\..*', name: '{table}'}
+  - {topics: 'db\\.public\\..*', name: '{table}'}
 """
 VALUE = '{"op": "%s", "after": {"id": %%d, "name": "name-%%d-%d", "amount": 12.5}}'
 

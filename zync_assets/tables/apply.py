@@ -486,6 +486,9 @@ def _merge(
         "spark.databricks.delta.write.txnVersion": str(run),
         "spark.databricks.delta.commitInfo.userMetadata": meta,
         "spark.databricks.delta.skipRecordingEmptyCommits": "false",
+        # The MERGE's source is pinned already (a local checkpoint: stable between its
+        # two scans), so Delta's own copy of it is a job for nothing: one of a pass's 13.
+        "spark.databricks.delta.merge.materializeSource": "none",
     }
     try:
         with pins() as pin, session_conf(spark, settings):
