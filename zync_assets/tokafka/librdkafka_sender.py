@@ -111,7 +111,14 @@ class LibrdkafkaSender:
             self._abort(exc)
 
     def close(self) -> None:
-        self._producer.flush(clients.CONNECT_TIMEOUT_S)
+        try:
+            self._producer.flush(clients.CONNECT_TIMEOUT_S)
+        except KafkaException as exc:
+            # A producer fenced (a fatal error) has nothing left to deliver: its open
+            # transaction was aborted, and its send already raised saying so. librdkafka
+            # reports the fatal error again from flush when it lands after the send.
+            if not exc.args[0].fatal():
+                raise
 
     def _produce(self, topic: str, part: pa.Table) -> None:
         first = part.column("offset")[0].as_py()
