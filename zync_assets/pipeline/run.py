@@ -77,9 +77,9 @@ EXPIRY_CHECK_S = 10.0
 FAILED_RETRY_S = 60.0
 
 # Lake tables with new events applied at a time, each on a session of its own (a MERGE's
-# commit settings are its session's SQL conf). Measured on 2 cores, 20 tables of 200 new
-# rows each: 21-22 s two at a time against 31-46 s one after another; four at a time
-# were no faster than two.
+# commit settings are its session's SQL conf). bench/table_pass_bench.py, 2 cores, 60
+# tables of 200 new rows each: 80.7 s two at a time against 124.8 s one after another
+# (bench/results/table_pass.json); four at a time were no faster than two (by hand).
 TABLE_WORKERS = 2
 
 # A pass's stages, in order; `Pipeline.stages` names those its passes run.
