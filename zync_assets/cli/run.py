@@ -203,6 +203,9 @@ def _run(
             lane.finish()
             lane.join()
         reporter.close()
+        for stages in (pipeline, tables):
+            if stages is not None:
+                stages.close()
     if failures and not keep_going:  # one pass: the exit status must say it
         what, message = next(iter(failures.items()))
         others = f" (and {len(failures) - 1} more, above)" if len(failures) > 1 else ""

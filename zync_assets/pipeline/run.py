@@ -57,7 +57,14 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.lake.pools import pool_path, pool_version, table_path
 from zync_assets.pipeline.failures import clear_failure, explain, record_failure
 from zync_assets.pipeline.maintenance import Maintained, Maintenance
-from zync_assets.spark.session import in_scheduler_pool, lane_session, scheduler_pool, sized_work
+from zync_assets.spark.session import (
+    end_lane_session,
+    in_scheduler_pool,
+    is_remote,
+    lane_session,
+    scheduler_pool,
+    sized_work,
+)
 from zync_assets.specs.expiry import parse_expiry
 from zync_assets.specs.ingested import mirrored
 from zync_assets.specs.mirror import mirror_sources
@@ -161,6 +168,7 @@ class Pipeline:
     _cleared: set[str] = field(default_factory=set)  # failures this pipeline has cleared
     _discovery: Discovery | None = None
     _table_sessions: list[SparkSession] = field(default_factory=list)  # for table_workers
+    _own_session: bool = False  # `spark` is a lane session this pipeline made (and ends)
 
     def pass_once(
         self, reporter: PipelineReporter, stop_requested: Callable[[], bool] = lambda: False
@@ -197,8 +205,17 @@ class Pipeline:
         return Pipeline(
             spark, self.specs, self.kafka, self.registry, clock=self.clock,
             maintenance=self.maintenance.on(spark) if self.maintenance else None,
-            stages=LAKE_TABLES, table_workers=self.table_workers,
+            stages=LAKE_TABLES, table_workers=self.table_workers, _own_session=True,
         )  # fmt: skip
+
+    def close(self) -> None:
+        """End the sessions this pipeline made for itself (its lake tables' workers, and
+        its own when it was split off); the session it was given stays its caller's."""
+        sessions, self._table_sessions = self._table_sessions, []
+        if self._own_session:
+            sessions.append(self.spark)
+        for session in sessions:
+            end_lane_session(session)
 
     def _transform_all(self, reporter: PipelineReporter, result: PassResult) -> bool:
         for spec in self.specs:
@@ -395,8 +412,10 @@ class Pipeline:
         """Each table's pass, as a call that gives its result or raises its error (for
         `_contained`, in this thread): run `table_workers` at a time, each on a session of
         its own, before this returns; run by the call itself when there is one table or
-        one worker."""
-        if len(tables) < 2 or self.table_workers < 2:
+        one worker, or through Spark Connect: there a compiled table's DataFrames belong
+        to the session that compiled them (the server keeps them per session; another
+        session's MERGE fails with DATAFRAME_NOT_FOUND)."""
+        if len(tables) < 2 or self.table_workers < 2 or is_remote(self.spark):
             return [partial(apply_table, self.spark, c, now, self.registry) for c in tables]
         if not self._table_sessions:  # each its own SQL conf; the JVM and cache shared
             self._table_sessions = [lane_session(self.spark) for _ in range(self.table_workers)]

@@ -247,6 +247,15 @@ def lane_session(spark: SparkSession) -> SparkSession:
     return session
 
 
+def end_lane_session(session: SparkSession) -> None:
+    """Let go of a session `lane_session` made. Through Spark Connect it is released on
+    the server and its channel closed now: left to the interpreter's exit, PySpark's
+    `__del__` closes the gRPC channel after gRPC's threads are gone and the process never
+    exits. A local one needs nothing (stopping it would stop the shared JVM's context)."""
+    if is_remote(session):
+        session.stop()
+
+
 def in_scheduler_pool(spark: SparkSession, pool: str) -> None:
     """Schedule the calling thread's jobs in Spark's scheduler pool `pool`: a long-lived
     local session schedules FAIR (spark_session), so two loops' jobs share the cores
