@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from zync_assets.kafka.clients import consumer, ensure_topic
+from zync_assets.kafka.clients import admin_client, consumer, ensure_topic
 from zync_assets.kafka.offsets import watermarks
 from zync_assets_tests.conftest import ZYNC, Stack, read_topic, run_zync
 from zync_assets_tests.support.pool_data import PER_TOPIC, write_outputs, write_outputs_together
@@ -67,25 +68,72 @@ def test_kill_9_during_a_large_sync_then_resume_sends_each_record_once_in_order(
     assert [r.key["ID"] for r in records] == list(range(count))  # the key is the offset
 
 
+def _end_offsets(admin: AdminClient, topic: str) -> tuple[int, int]:
+    """The partition's end as a read_committed reader sees it (the last stable offset: an
+    open transaction's records stay beyond it) and as a read_uncommitted one does."""
+    partition = TopicPartition(topic, 0)
+    ends = [
+        admin.list_offsets({partition: OffsetSpec.latest()}, isolation_level=level)[partition]
+        for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED)
+    ]
+    stable, high = (end.result(timeout=10).offset for end in ends)
+    return stable, high
+
+
+def _stop_inside_a_transaction(proc: subprocess.Popen, admin: AdminClient, topic: str) -> int:
+    """SIGSTOP the run's process group while a transaction of its is open (records
+    written beyond the last stable offset, not yet committed), checked after the stop;
+    the partition's high-water mark then."""
+    deadline = time.monotonic() + 120
+    while True:
+        assert proc.poll() is None, "to-kafka ended before it was stopped: make the sync larger"
+        assert time.monotonic() < deadline, "no open transaction seen in 120 s"
+        stable, high = _end_offsets(admin, topic)
+        if high > stable:
+            os.killpg(proc.pid, signal.SIGSTOP)
+            stable, high = _end_offsets(admin, topic)
+            if high > stable:
+                return high
+            os.killpg(proc.pid, signal.SIGCONT)  # it committed in between: try again
+        time.sleep(0.002)
+
+
 def test_a_second_to_kafka_fences_the_first_and_nothing_doubles(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
+    """The second run starts while the first holds an open transaction (the first is
+    stopped there, seen from the topic's offsets): the second fences it, aborts that
+    transaction and sends the rest; the first, resumed, says it was fenced and exits 1;
+    the topic holds each record once, in order."""
     count = 60_000
     write_outputs(spark, "Race", topic, count)
+    ensure_topic(stack.kafka, topic)
     env = stack.env(ZYNC_LAKE=str(lake))
     command = [ZYNC, "to-kafka", "--pool", "Race", "--transaction-size", "6000"]
-    first = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    time.sleep(3)  # the second starts while the first is working
-    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)  # fmt: skip
+    admin = admin_client(stack.kafka)
+    try:
+        open_until = _stop_inside_a_transaction(first, admin, topic)
+        second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)  # fmt: skip
+        # Its initTransactions fences the first: the coordinator aborts the first's open
+        # transaction (an abort marker past it). Resumed then, the first finds out from the
+        # broker, well within its own delivery and commit timeouts.
+        deadline = time.monotonic() + 120
+        while _end_offsets(admin, topic)[0] <= open_until:
+            assert second.poll() is None, second.communicate()
+            assert time.monotonic() < deadline, "the second run fenced nothing in 120 s"
+            time.sleep(0.05)
+    finally:
+        os.killpg(first.pid, signal.SIGCONT)
     _, err = first.communicate(timeout=600)
-    results = [(first.returncode, err), (second.returncode, second.stderr)]
-    assert any(code == 0 for code, _ in results), results
-    for code, stderr in results:  # a loser says what happened, in one line
-        assert code == 0 or "took over (this producer was fenced)" in stderr, stderr
-    finish = run_zync(*command[1:], env=env, timeout=600)
-    assert finish.returncode == 0, finish.stderr
+    assert second.wait(timeout=600) == 0, second.communicate()
+    said = [line for line in err.splitlines() if line.startswith("zync")]  # not its timing
+    assert first.returncode == 1 and len(said) == 1, err
+    assert "took over (this producer was fenced)" in said[0], err
+    stable, high = _end_offsets(admin, topic)
+    assert stable == high  # nothing left open
     records = read_topic(stack, topic)
     assert [r.key["ID"] for r in records] == list(range(count))  # the key is the offset
 

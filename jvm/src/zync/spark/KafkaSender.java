@@ -10,6 +10,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.clients.producer.internals.BuiltInPartitioner;
+import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.header.internals.RecordHeaders;
@@ -33,6 +34,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 public final class KafkaSender implements AutoCloseable {
   private static final String POOL_HEADER = "zync.pool";
   private static final String OFFSET_HEADER = "zync.offset";
+  private static final int COMMIT_TRIES = 2;
 
   private final KafkaProducer<byte[], byte[]> producer;
   private final String topic; // sendTransaction's; null when the pool's topics go together
@@ -97,13 +99,26 @@ public final class KafkaSender implements AutoCloseable {
     }
   }
 
-  /** Commits the open transaction; if a send failed, aborts it and throws that failure. */
+  /**
+   * Commits the open transaction; if a send failed, aborts it and throws that failure. A commit
+   * that timed out is tried once more, as Kafka's producer allows (an abort is not allowed while a
+   * commit is pending): a JVM that was paused past the timeout (a long GC, a stopped process)
+   * finds the coordinator's answer waiting, e.g. that another producer fenced this one.
+   */
   public void commitTransaction() {
-    try {
-      producer.commitTransaction(); // flushes; throws if a send failed
-    } catch (RuntimeException e) {
-      abortQuietly();
-      throw failure.first != null ? failure.first : e;
+    for (int tried = 1; ; tried++) {
+      try {
+        producer.commitTransaction(); // flushes; throws if a send failed
+        return;
+      } catch (TimeoutException e) {
+        if (failure.first == null && tried < COMMIT_TRIES) {
+          continue;
+        }
+        throw failure.first != null ? failure.first : e;
+      } catch (RuntimeException e) {
+        abortQuietly();
+        throw failure.first != null ? failure.first : e;
+      }
     }
   }
 
