@@ -8,7 +8,9 @@ another, as before) and with the default (TABLE_WORKERS, two at a time). Each ro
 commits --rows new events to every topic in both lakes (round 1 creates the rows, as a
 snapshot does; later rounds update them) and times each lake's stage; the order of the
 two alternates from round to round, so neither always runs warm. A last round commits
-events to one topic only: a pass over one touched table of many.
+events to one topic only: a pass over one touched table of many. A third lake, beside
+the first round only, has its new tables' first rows MERGEd, as before tables/apply.py
+appended them (`_append_first` swapped for `_merge`): what the append saves a snapshot.
 
   all_one_at_a_time_s     median seconds of the stage, every table touched, one at a time
   all_two_at_a_time_s     the same, two at a time (the default)
@@ -16,6 +18,9 @@ events to one topic only: a pass over one touched table of many.
   per_table_s             the default's seconds per touched table
   one_touched_s           the default's stage when one table of --tables has new events
   rows_per_s              the default's rows applied per second, every table touched
+  first_pass_s            the default's stage in round 1 (every table new: a snapshot)
+  first_pass_merged_s     the same with the first rows MERGEd instead of appended
+  first_pass_ratio        first_pass_s / first_pass_merged_s
 
 Run: `python -m bench.table_pass_bench` (about 15 minutes on 2 cores). Appends its table
 to docs/BENCHMARKS.md and writes bench/results/table_pass.json.
@@ -45,6 +50,7 @@ from zync_assets.lake.progress import app_id, commit_metadata
 from zync_assets.pipeline.run import TABLE_WORKERS, PassResult, Pipeline
 from zync_assets.spark.session import spark_session
 from zync_assets.specs.model import load_spec
+from zync_assets.tables import apply
 from zync_assets_tests.support.pool_data import DEAD, KAFKA
 
 SPEC = """inputs:
@@ -105,7 +111,22 @@ def commit(spark: SparkSession, lake: Lake, topics: list[str], rows: int, round_
         append_once(frame, pool_path("Raw"), app_id("Raw"), lake.runs, meta)
 
 
+def merged_first(compiled, columns, changes, run: int, meta: str) -> None:
+    """apply._append_first's stand-in for the merged lake: the MERGE every pass ran before."""
+    apply._merge(changes.sparkSession, compiled, columns, changes, run, meta, [])
+
+
 def timed_stage(lake: Lake) -> tuple[float, PassResult]:
+    if lake.name == "merged":
+        appended, apply._append_first = apply._append_first, merged_first  # type: ignore[assignment]
+        try:
+            return _timed(lake)
+        finally:
+            apply._append_first = appended  # type: ignore[assignment]
+    return _timed(lake)
+
+
+def _timed(lake: Lake) -> tuple[float, PassResult]:
     with in_force(lake.config):
         started = time.monotonic()
         result = lake.pipeline.pass_once(Silent())  # type: ignore[arg-type]
@@ -136,18 +157,22 @@ def main() -> None:
     spark = spark_session("zync-bench", long_lived=True)
     folder = Path(tempfile.mkdtemp(prefix="zync-table-pass-"))
     lakes = [make_lake(spark, folder, "one", 1), make_lake(spark, folder, "two", TABLE_WORKERS)]
+    merged = make_lake(spark, folder, "merged", TABLE_WORKERS)
     every = [topic(i) for i in range(args.tables)]
     seconds: dict[str, list[float]] = {"one": [], "two": []}
     ratios = []
     for round_ in range(1, args.rounds + 1):
         took = {}
-        for lake in lakes if round_ % 2 else lakes[::-1]:
+        for lake in [*lakes, merged] if round_ == 1 else lakes[::-1] if round_ % 2 == 0 else lakes:
             commit(spark, lake, every, args.rows, round_)
             took[lake.name], result = timed_stage(lake)
             applied = sum(r.upserts for r in result.tabled)
             assert applied == args.tables * args.rows, (lake.name, applied, result.failures)
-            seconds[lake.name].append(took[lake.name])
+            if lake is not merged:
+                seconds[lake.name].append(took[lake.name])
         ratios.append(took["two"] / took["one"])
+        if round_ == 1:
+            first_merged = took["merged"]
         print(
             f"round {round_}: one at a time {took['one']:.1f} s, two {took['two']:.1f} s",
             flush=True,
@@ -168,6 +193,9 @@ def main() -> None:
         "per_table_s": round(two / args.tables, 3),
         "one_touched_s": round(one_touched, 2),
         "rows_per_s": round(args.tables * args.rows / two),
+        "first_pass_s": round(seconds["two"][0], 2),
+        "first_pass_merged_s": round(first_merged, 2),
+        "first_pass_ratio": round(seconds["two"][0] / first_merged, 3),
     }
     table = (
         f"\n### Lake tables of a pass: one at a time against two at a time "
@@ -181,6 +209,9 @@ def main() -> None:
         f"| per touched table (default) | {figures['per_table_s']} |\n"
         f"| one table of {args.tables} touched (default) | {figures['one_touched_s']} |\n"
         f"| rows applied per second (default) | {figures['rows_per_s']} |\n"
+        f"| first pass, every table new (default: rows appended) | {figures['first_pass_s']} |\n"
+        f"| first pass, rows MERGEd (as before) | {figures['first_pass_merged_s']} |\n"
+        f"| first pass ratio | {figures['first_pass_ratio']} |\n"
     )
     publish("table_pass", table, figures)
 

@@ -4,12 +4,14 @@ builds it anew once the spec is mended. Real Kafka, registry, Spark and Delta.""
 
 from __future__ import annotations
 
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from zync_assets.core.errors import ZyncError
+from zync_assets.core.errors import ConcurrentWriter, ZyncError
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.pools import table_path
 from zync_assets.pipeline.failures import read_failure
@@ -233,3 +235,76 @@ def test_a_spec_whose_rule_fails_stops_alone_and_the_other_specs_go_on(
     assert [(r.spec, r.outputs) for r in result.transformed] == [("good", {good: 2})]
     assert [(r.topic, r.sent) for r in result.synced] == [(good, 2)]
     assert [f.what for f in failures(specs)] == ["spec bad"]
+
+
+RACE_SPEC = """
+inputs:
+  - {topic: $Items, pool: Raw}
+tables:
+  - {name: raced, source: $Items, keys: [id]}
+"""
+
+
+@pytest.mark.parametrize("race", ["create", "append", "merge"])
+def test_two_writers_of_one_table_run_apply_it_once_and_the_loser_says_so(
+    spark, stack: Stack, tmp_path: Path, lake: Path, monkeypatch: pytest.MonkeyPatch, race: str
+) -> None:
+    """Two passes of one table (two pipelines over one lake) both read its state before
+    either writes, and are held at a barrier, then let go together: before creating the
+    table (`create`), before appending its first rows into the table one of them created
+    (`append`), or before a later pass's MERGE (`merge`). One commits the run; the other
+    writes nothing and says so in one line naming the table (Delta refuses a second
+    version 0, skips a txn version it holds, or refuses the conflicting commit)."""
+    from zync_assets.spark.session import lane_session
+    from zync_assets.tables import apply
+
+    pipe = Pipeline(spark, stack, tmp_path, RACE_SPEC, ["Items"])
+    registry = Registry(stack.registry_settings)
+    if race == "merge":
+        pipe.send("Items", [event(1, 10)])
+        pipe.ingest()
+        assert [r.run for r in run_tables(spark, pipe.spec, registry)] == [1]
+    pipe.send("Items", [event(2, 20), event(3, 30)])
+    pipe.ingest()
+    both_read, one_at_a_time = threading.Barrier(2, timeout=120), threading.Lock()
+    ensure = apply._ensure_tables
+
+    def held(*args, **kwargs):  # state read; its run and whether it creates decided
+        both_read.wait()
+        if race != "append":
+            return ensure(*args, **kwargs)
+        with one_at_a_time:  # one creates the table, the other finds it there
+            ensure(*args, **kwargs)
+        both_read.wait()  # both append
+
+    monkeypatch.setattr(apply, "_ensure_tables", held)
+
+    def one_writer(session) -> object:
+        try:
+            return run_tables(session, pipe.spec, registry)
+        except ZyncError as exc:
+            return exc
+
+    sessions = [lane_session(spark) for _ in range(2)]
+    with ThreadPoolExecutor(2) as writers:
+        outcomes = list(writers.map(one_writer, sessions))
+    errors = [o for o in outcomes if isinstance(o, ZyncError)]
+    won = [o for o in outcomes if not isinstance(o, ZyncError)]
+    assert len(errors) == 1 and len(won) == 1, outcomes
+    run = 2 if race == "merge" else 1
+    assert [r.run for r in won[0]] == [run]  # type: ignore[union-attr]
+    message = str(errors[0])
+    assert isinstance(errors[0], ConcurrentWriter) and "\n" not in message, message
+    said = {
+        "create": ["another writer created table raced at the same time"],
+        "append": ["another writer applied run 1 of table raced first",
+                   "another writer changed table raced while run 1 wrote its first rows"],
+        "merge": ["another writer applied run 2 of table raced first",
+                  "another writer changed table raced while run 2 merged"],
+    }[race]  # fmt: skip
+    assert any(words in message for words in said), message
+    held_before = [(1, 10)] if race == "merge" else []
+    assert sorted(rows(spark, "raced")) == [*held_before, (2, 20), (3, 30)]  # each once
+    # The next pass finds nothing left to apply: the loser's events were the winner's.
+    monkeypatch.setattr(apply, "_ensure_tables", ensure)
+    assert [r.run for r in run_tables(spark, pipe.spec, registry)] == [None]

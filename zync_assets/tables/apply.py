@@ -7,7 +7,9 @@ type     the table's columns, widened or added as the events ask (columns.py); a
 log      deletes (SCD1) or every event (SCD2) appended to the table's change log, once
          per run (Delta txn): what later passes must remember about keys (late events)
 merge    the touched keys' rows, folded from everything known about them (fold.py), in ONE
-         MERGE whose commit also records the new cursors and run (txn zync-table/<name>)
+         MERGE whose commit also records the new cursors and run (txn zync-table/<name>);
+         a table's first pass with neither deletes nor truncates appends its rows instead,
+         with the same txn and record (nothing is stored to merge with)
 
 A crash between log and merge is harmless: the run is retried with the same number, the
 log append is then a no-op, and the fold drops the duplicates.
@@ -55,7 +57,7 @@ from zync_assets.tables.columns import (
 from zync_assets.tables.declared import declared_columns
 from zync_assets.tables.expand import lake_tables
 from zync_assets.tables.keys import with_message_keys
-from zync_assets.tables.merge import merge_source, merge_sql
+from zync_assets.tables.merge import first_rows, merge_source, merge_sql
 from zync_assets.tables.state import (
     TableState,
     app_id,
@@ -261,7 +263,8 @@ def _apply(
 ) -> TableResult:  # fmt: skip
     path = table_path(compiled.table.name)
     counts, schemas = _summary(events)
-    if (rebuild or not pool_exists(path)) and counts["upserts"] + counts["deletes"] == 0:
+    created = not rebuild and not pool_exists(path)  # by this pass, below (_ensure_tables)
+    if (rebuild or created) and counts["upserts"] + counts["deletes"] == 0:
         # Nothing to type the table's keys from yet (say, only Debezium messages): the
         # table is made by the first pass with a row change; these events are read again.
         return TableResult(
@@ -290,7 +293,10 @@ def _apply(
     try:
         if logs:
             _log_changes(changes, compiled, columns, run, now)
-        _merge(spark, compiled, columns, changes, run, meta, cuts)
+        if created and not logs:  # SCD1, no delete, no truncate: rows into an empty table
+            _append_first(compiled, columns, changes, run, meta)
+        else:
+            _merge(spark, compiled, columns, changes, run, meta, cuts)
     except Exception as exc:
         if "INVALID_VARIANT_CAST" not in str(exc):
             raise
@@ -414,10 +420,10 @@ def _ensure_tables(
         _empty(spark, path, wanted)
     elif not pool_exists(path):
         props = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
-        spark.sql(
+        _create(spark, table.name, (
             f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({_ddl(wanted)}) USING delta "
             f"CLUSTER BY ({', '.join(table.keys)}) TBLPROPERTIES ({props})"
-        )
+        ))  # fmt: skip
     else:
         current = spark.read.format("delta").load(path).schema
         have = {f.name: f.dataType.simpleString() for f in current.fields}
@@ -434,7 +440,24 @@ def _ensure_tables(
     if replace and pool_exists(log):
         _empty(spark, log, logged)
     elif logs and not pool_exists(log):
-        spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{log}` ({_ddl(logged)}) USING delta")
+        _create(
+            spark,
+            table.name,
+            f"CREATE TABLE IF NOT EXISTS delta.`{log}` ({_ddl(logged)}) USING delta",
+        )
+
+
+def _create(spark: SparkSession, name: str, statement: str) -> None:
+    """Run a CREATE TABLE IF NOT EXISTS of table `name` or its change log. Two writers
+    creating it at once (two pipelines' first pass) both pass IF NOT EXISTS, and Delta
+    refuses the second commit of version 0: that pass writes nothing and says so."""
+    try:
+        spark.sql(statement)
+    except CONCURRENT_WRITE as exc:
+        raise ConcurrentWriter(
+            f"another writer created table {name} at the same time; this pass wrote "
+            "nothing: the next one applies its events"
+        ) from exc
 
 
 def _empty(spark: SparkSession, path: str, columns: dict[str, str]) -> None:
@@ -474,6 +497,22 @@ def _prune_log(spark: SparkSession, table: TableDef, now: dt.datetime) -> None:
         f"DELETE FROM delta.`{table_changes_path(table.name)}` WHERE {LOGGED_AT} < "
         f"TIMESTAMP '{horizon.strftime('%Y-%m-%d %H:%M:%S')}+00:00'"
     )
+
+
+def _append_first(
+    compiled: CompiledTable, columns: Columns, changes: DataFrame, run: int, meta: str
+) -> None:
+    """The first pass of a table it created: its rows appended in one commit, with the
+    same Delta txn (zync-table/<name>, the run) and metadata a MERGE commits, so a rival
+    pass of the same run writes nothing (Delta skips a txn version it has) and loses the
+    attempt check after it."""
+    name = compiled.table.name
+    append_once(
+        first_rows(compiled, columns, changes), table_path(name), app_id(name), run,
+        metadata=meta,
+        conflict=f"another writer changed table {name} while run {run} wrote its first rows; "
+        "this pass wrote nothing: the next one applies its events",
+    )  # fmt: skip
 
 
 def _merge(

@@ -100,6 +100,22 @@ def merge_source(
     return _differences(versions, stored, keys, data), key_range(bounds, "t")
 
 
+def first_rows(compiled: CompiledTable, columns: Columns, changes: DataFrame) -> DataFrame:
+    """The rows of an SCD1 table's first pass, into the table it has just created: per
+    key, its newest change, as merge_source gives them, typed as the table's columns.
+    There is nothing stored to join and no change log yet (no delete, no truncate), so
+    these are exactly the rows its MERGE would insert, and an append writes them: no key
+    range to find, no source to pin, no join (a snapshot's pass over each of a database's
+    tables)."""
+    keys, data = list(compiled.table.keys), columns.data()
+    events = fold.fill_unavailable(
+        fold.deduplicated(_with_position(changes.drop(ROW)), keys), keys, data
+    )
+    rows = fold.scd1_rows(events, keys, data).where(~F.col(DELETE))
+    typed = {**columns.types, SEQUENCE: compiled.sequence_type}
+    return rows.select(*(F.col(f"`{name}`").cast(kind).alias(name) for name, kind in typed.items()))
+
+
 def _logged(
     spark: SparkSession, compiled: CompiledTable, columns: Columns, touched: DataFrame
 ) -> DataFrame:
