@@ -85,7 +85,7 @@ FAILED_RETRY_S = 60.0
 
 # Lake tables with new events applied at a time, each on a session of its own (a MERGE's
 # commit settings are its session's SQL conf). bench/table_pass_bench.py, 2 cores, 60
-# tables of 200 new rows each: 80.7 s two at a time against 124.8 s one after another
+# tables of 200 new rows each: 70.9 s two at a time against 120.9 s one after another
 # (bench/results/table_pass.json); four at a time were no faster than two (by hand).
 TABLE_WORKERS = 2
 
