@@ -88,8 +88,7 @@ def merge_source(
     if not table.scd2:
         # The newest known change per key; the MERGE applies it only where it is newer
         # than the stored row (so the table is not read here: one scan fewer).
-        events = fold.fill_unavailable(fold.deduplicated(new, keys), keys, data)
-        return fold.scd1_rows(events, keys, data).drop(fold.PRIORITY), key_range(bounds, "t")
+        return _newest_per_key(new, keys, data).drop(fold.PRIORITY), key_range(bounds, "t")
     stored = spark.read.format("delta").load(table_path(table.name)).where(key_range(bounds))
     stored = pin(stored.join(touched, keys, "left_semi"))
     known = fold.table_as_scd2_events(stored, keys, data)
@@ -108,12 +107,17 @@ def first_rows(compiled: CompiledTable, columns: Columns, changes: DataFrame) ->
     range to find, no source to pin, no join (a snapshot's pass over each of a database's
     tables)."""
     keys, data = list(compiled.table.keys), columns.data()
-    events = fold.fill_unavailable(
-        fold.deduplicated(_with_position(changes.drop(ROW)), keys), keys, data
-    )
-    rows = fold.scd1_rows(events, keys, data).where(~F.col(DELETE))
+    rows = _newest_per_key(_with_position(changes.drop(ROW)), keys, data).where(~F.col(DELETE))
     typed = {**columns.types, SEQUENCE: compiled.sequence_type}
     return rows.select(*(F.col(f"`{name}`").cast(kind).alias(name) for name, kind in typed.items()))
+
+
+def _newest_per_key(events: DataFrame, keys: list[str], data: list[str]) -> DataFrame:
+    """SCD1: per key, its newest change (a row or a delete), duplicates dropped and the
+    columns it left out filled from its earlier events."""
+    return fold.scd1_rows(
+        fold.fill_unavailable(fold.deduplicated(events, keys), keys, data), keys, data
+    )
 
 
 def _logged(
