@@ -96,7 +96,7 @@ def _list_offsets_once(
 ) -> dict[tuple[str, int], int]:
     if not wanted:
         return {}
-    admin = clients.admin_client(kafka)  # must outlive the futures it returns
+    admin = clients.connected_admin(kafka)
     try:
         futures = admin.list_offsets(
             {tp: spec for tp in wanted}, request_timeout=clients.CONNECT_TIMEOUT_S
@@ -126,7 +126,7 @@ def topic_offsets(kafka: KafkaSettings, topic: str) -> list[PartitionOffsets]:
 def group_offsets(kafka: KafkaSettings, group: str) -> dict[tuple[str, int], int]:
     """The offsets consumer group `group` has committed, by (topic, partition); {} for a
     group that has committed none (or does not exist)."""
-    admin = clients.admin_client(kafka)  # must outlive the futures it returns
+    admin = clients.connected_admin(kafka)
     try:
         futures = admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group)], request_timeout=clients.CONNECT_TIMEOUT_S
