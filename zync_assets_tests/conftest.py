@@ -471,7 +471,7 @@ def produce_many(stack: Stack, topic: str, count: int, every_bad: int = 0) -> No
     from fastavro import parse_schema
 
     from zync_assets.codec.avro import encode
-    from zync_assets.kafka.clients import ensure_topic, producer
+    from zync_assets.kafka.clients import connected_producer, ensure_topic
     from zync_assets.kafka.registry import Registry
 
     schema = {"type": "record", "name": "Many", "fields": [{"name": "n", "type": "long"},
@@ -480,7 +480,7 @@ def produce_many(stack: Stack, topic: str, count: int, every_bad: int = 0) -> No
     parsed = parse_schema(schema)
     payloads = [encode(schema_id, parsed, {"n": i, "pad": "x" * 100}) for i in range(97)]
     ensure_topic(stack.kafka, topic)
-    out = producer(stack.kafka, **{"linger.ms": 50})
+    out = connected_producer(stack.kafka, topic, **{"linger.ms": 50})
     for i in range(count):
         bad = every_bad and i % every_bad == every_bad - 1
         while True:

@@ -39,7 +39,7 @@ def produce_batch(number: int, kafka: KafkaSettings, registry: Registry) -> int:
             encoded[topic] = list(zip([ln.number for ln in lines], messages, strict=True))
         clients.ensure_topic(kafka, topic)
     in_file_order = sorted((n, topic, m) for topic, ms in encoded.items() for n, m in ms)
-    producer = clients.producer(kafka)
+    producer = clients.connected_producer(kafka)
     for _n, topic, (key, value) in in_file_order:
         producer.produce(topic, key=key, value=value)
         producer.poll(0)

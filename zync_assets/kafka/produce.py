@@ -165,7 +165,7 @@ def send(
         if error is not None:
             failures.append(error)
 
-    producer = clients.producer(kafka)
+    producer = clients.connected_producer(kafka, topic)
     for key, value in messages:
         while True:
             try:

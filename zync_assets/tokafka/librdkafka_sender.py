@@ -61,8 +61,9 @@ class LibrdkafkaSender:
         self._partitions: dict[str, int] = {}
         self._pool_header = pool_header(pool)
         self._fatal = FatalErrors()
-        self._producer: Producer = clients.producer(
+        self._producer: Producer = clients.connected_producer(
             kafka,
+            topic,
             **{
                 "error_cb": self._fatal,
                 "transactional.id": transactional_id(pool, topic),
