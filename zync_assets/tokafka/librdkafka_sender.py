@@ -61,9 +61,8 @@ class LibrdkafkaSender:
         self._partitions: dict[str, int] = {}
         self._pool_header = pool_header(pool)
         self._fatal = FatalErrors()
-        self._producer: Producer = clients.connected_producer(
+        self._producer: Producer = clients.producer(
             kafka,
-            topic,
             **{
                 "error_cb": self._fatal,
                 "transactional.id": transactional_id(pool, topic),
@@ -76,6 +75,7 @@ class LibrdkafkaSender:
             },
         )
         try:
+            clients.connect_producer(self._producer, topic)
             self._producer.init_transactions(clients.CONNECT_TIMEOUT_S)
         except KafkaException as exc:
             raise cannot_start(kafka, self._target, _describe(exc)) from exc
