@@ -136,7 +136,8 @@ def grow(spark: SparkSession, maintenance: Maintenance | None, commits: int) -> 
         if offset % 500 == 499:
             print(f"  {offset + 1} commits ({time.monotonic() - started:.0f}s)", flush=True)
     for pad in pads:  # Delta's writer checkpoints every 10 commits: the newest one is read
-        jvm = spark._jvm  # type: ignore[attr-defined]
+        jvm = spark._jvm
+        assert jvm is not None  # a local session's
         jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
             spark._jsparkSession, pad.path
         ).checkpoint()
@@ -152,7 +153,8 @@ class HandPadding:
         self.version = pool_version(path)
         assert self.version is not None
         lines = [
-            json.loads(line) for line in commit_file(path, self.version).read_text().splitlines()
+            json.loads(line)
+            for line in Path(commit_file(path, self.version)).read_text().splitlines()
         ]
         self.info = next(a["commitInfo"] for a in lines if "commitInfo" in a)
         self.txn = next(a["txn"] for a in lines if "txn" in a)

@@ -77,7 +77,7 @@ def main() -> None:
         f"`python -m bench.soak --minutes {args.minutes:g}`; plot: docs/img/soak.png\n\n"
         f"| figure | value |\n|---|---:|\n{rows}\n"
     )
-    publish("soak", table, figures)
+    publish("soak", table, dict[str, object](figures))
 
 
 if __name__ == "__main__":

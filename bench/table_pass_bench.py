@@ -118,18 +118,18 @@ def merged_first(compiled, columns, changes, run: int, meta: str) -> None:
 
 def timed_stage(lake: Lake) -> tuple[float, PassResult]:
     if lake.name == "merged":
-        appended, apply._append_first = apply._append_first, merged_first  # type: ignore[assignment]
+        appended, apply._append_first = apply._append_first, merged_first
         try:
             return _timed(lake)
         finally:
-            apply._append_first = appended  # type: ignore[assignment]
+            apply._append_first = appended
     return _timed(lake)
 
 
 def _timed(lake: Lake) -> tuple[float, PassResult]:
     with in_force(lake.config):
         started = time.monotonic()
-        result = lake.pipeline.pass_once(Silent())  # type: ignore[arg-type]
+        result = lake.pipeline.pass_once(Silent())
         return time.monotonic() - started, result
 
 

@@ -35,7 +35,7 @@ from zync_assets_tests.support.pool_data import write_outputs
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
 
 
-def plain_producer(kafka, topic: str, records: list[tuple[bytes, bytes]]) -> float:
+def plain_producer(kafka, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> float:
     from zync_assets.kafka.clients import ensure_topic, producer
 
     ensure_topic(kafka, topic)
@@ -56,7 +56,7 @@ def plain_producer(kafka, topic: str, records: list[tuple[bytes, bytes]]) -> flo
     return time.perf_counter() - started
 
 
-def sent_bytes(kafka, topic: str, count: int) -> list[tuple[bytes, bytes]]:
+def sent_bytes(kafka, topic: str, count: int) -> list[tuple[bytes | None, bytes | None]]:
     from confluent_kafka import TopicPartition
 
     from zync_assets.kafka.clients import consumer
@@ -111,7 +111,7 @@ def main() -> None:
             timed(run)
         records = sent_bytes(kafka, f"{topic}_first", count)
         plain_s = min(plain_producer(kafka, f"{topic}_plain{i}", records) for i in range(2))
-        size = sum(len(k) + len(v) for k, v in records[:10_000]) / 10_000
+        size = sum(len(k or b"") + len(v or b"") for k, v in records[:10_000]) / 10_000
 
     steady_runs = sorted((seconds["steady"], seconds["steady_again"]))
     seconds["steady"] = steady_runs[0]

@@ -75,7 +75,7 @@ class Rule:
     expire_offsets: int | None = None
 
     @property
-    def topics(self) -> tuple[str, ...]:
+    def topics(self) -> tuple[str | None, ...]:
         return (self.left, self.right) if self.type == "denorm" else (self.input,)
 
 
@@ -149,15 +149,15 @@ class Model:
                     partner[left.coords], partner[right.coords] = right.coords, left.coords
         end = self.raw_end()
         for e in todo:
-            rule = rule_of[e.coords]
-            if rule is None:
+            routed = rule_of[e.coords]
+            if routed is None:
                 status[e.coords] = "unmatched"
-            elif rule.type == "stateless":
+            elif routed.type == "stateless":
                 status[e.coords] = "released"
             elif e.coords in partner:
                 status[e.coords] = "paired"
-            elif rule.expire_offsets is not None and (
-                end[(e.topic, e.partition)] - e.offset - 1 > rule.expire_offsets
+            elif routed.expire_offsets is not None and (
+                end[(e.topic, e.partition)] - e.offset - 1 > routed.expire_offsets
             ):
                 status[e.coords] = "expired"
             else:
@@ -175,6 +175,7 @@ class Model:
     def _pairs(rule: Rule, events: list[Event]) -> list[tuple[Event, Event]]:
         lefts: dict[str, list[Event]] = {}
         rights: dict[str, list[Event]] = {}
+        assert rule.left_key is not None and rule.right_key is not None  # a denorm rule's
         for e in events:  # already in source order
             if e.topic == rule.left and rule.left_key(e) is not None:
                 lefts.setdefault(str(rule.left_key(e)), []).append(e)

@@ -112,12 +112,12 @@ def test_resources_carry_a_given_configuration_with_its_secrets_by_name(
     assert set(resources) == {
         "east_zync_lake", "east_zync_kafka", "east_zync_schema_registry", "east_zync_spark"
     }  # fmt: skip
-    lake, kafka = resources["east_zync_lake"], resources["east_zync_kafka"]
+    lake, kafka_resource = resources["east_zync_lake"], resources["east_zync_kafka"]
     registry, spark = resources["east_zync_schema_registry"], resources["east_zync_spark"]
-    assert isinstance(lake, LakeResource) and isinstance(kafka, KafkaResource)
+    assert isinstance(lake, LakeResource) and isinstance(kafka_resource, KafkaResource)
     assert isinstance(registry, SchemaRegistryResource) and isinstance(spark, SparkResource)
-    assert kafka.sasl_password == EnvVar("ZYNC_KAFKA_SASL_PASSWORD")
-    made = ZyncResources(lake=lake, kafka=kafka, registry=registry, spark=spark).config()
+    assert kafka_resource.sasl_password == EnvVar("ZYNC_KAFKA_SASL_PASSWORD")
+    made = ZyncResources(lake=lake, kafka=kafka_resource, registry=registry, spark=spark).config()
     assert made.lake.location == "/data/east" and made.spark_master == "sc://s:1"
     assert made.kafka.bootstrap_servers == "broker:9093" and made.kafka.sasl_username == "user"
 

@@ -10,9 +10,10 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
@@ -28,9 +29,15 @@ from zync_assets.stack.dagster import (
     graphql,
     launch_dagster,
 )
+from zync_assets.stack.process import Running
 from zync_assets.stack.services import CdcPorts, stack_status
 from zync_assets_tests.conftest import Stack, free_port, read_topic, rebuild_table
 from zync_assets_tests.sockets import is_loopback, listening
+from zync_assets_tests.support.dagster_reads import (
+    latest_materialization,
+    latest_materialization_entry,
+    run_by_id,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -132,9 +139,9 @@ def test_a_new_batch_reaches_raw_staging_and_the_output_topic_with_no_manual_run
     assert {r.tags.get("dagster/sensor_name") for r in runs} <= SENSORS  # no run by hand
     # One run carried the newest events from Kafka to the output topic: the Kafka sensor's.
     keys = (["raw", "Raw"], ["staging", "Staging"], ["done", "Staging"], ["kafka", "NewInvoices"])
-    carriers = {ui.instance.get_latest_materialization_event(AssetKey(k)).run_id for k in keys}
+    carriers = {latest_materialization_entry(ui.instance, AssetKey(k)).run_id for k in keys}
     assert len(carriers) == 1, carriers
-    carrier = ui.instance.get_run_by_id(carriers.pop())
+    carrier = run_by_id(ui.instance, carriers.pop())
     assert carrier.tags.get("dagster/sensor_name") == "raw_Raw_kafka_sensor"
     assert all(
         r.status == DagsterRunStatus.SUCCESS for r in runs if r.status not in ACTIVE_RUN_STATUSES
@@ -149,7 +156,7 @@ def test_no_new_data_launches_no_run_across_several_sensor_ticks(
     wait_until("runs still active", lambda: not instance.get_runs(RunsFilter(statuses=ACTIVE_RUN_STATUSES)),
                ui, FLOW_TIMEOUT_S)  # fmt: skip
 
-    def ticks_since(since: float) -> dict[str, list]:
+    def ticks_since(since: float) -> dict[str, Sequence[Any]]:
         states = [s for s in instance.all_instigator_state() if s.instigator_name in SENSORS]
         return {
             s.instigator_name: instance.get_ticks(
@@ -242,8 +249,8 @@ def check_lineage(page, url: str) -> None:
 
 def check_staging_metadata(page, ui: DagsterUI) -> None:
     """The asset page shows the latest materialization's metadata, as the daemon stored it."""
-    entry = ui.instance.get_latest_materialization_event(AssetKey(["staging", "Staging"]))
-    stored = {k: v.value for k, v in entry.asset_materialization.metadata.items()}
+    latest = latest_materialization(ui.instance, AssetKey(["staging", "Staging"]))
+    stored = {k: v.value for k, v in latest.metadata.items()}
     page.goto(f"{ui.url}/assets/staging/Staging", wait_until="networkidle")
     for name in ("cursors", "pending", "outputs", "raw_offsets_seen", "lag"):
         page.get_by_text(name, exact=True).first.wait_for(timeout=30_000)
@@ -260,7 +267,9 @@ def test_every_service_of_the_stack_listens_on_loopback_only(
     """Kafka and its controller, the registry, the Spark Connect server (and its driver's
     own ports), both PostgreSQL clusters, Kafka Connect and Dagster (webserver, daemon and
     code server): no port reachable from another machine."""
-    running = {s.name: s.running for s in stack_status(stack.home) if s.running is not None}
+    running: dict[str, Running | None] = {
+        s.name: s.running for s in stack_status(stack.home) if s.running is not None
+    }
     running["dagster"] = dagster_service(first_batch.lake.parent).running()
     assert {"kafka", "registry", "spark", "pg-source", "pg-warehouse", "connect", "dagster"} <= {
         name for name, r in running.items() if r is not None
@@ -312,7 +321,7 @@ def test_a_killed_run_worker_does_not_stop_its_pool(stack: Stack, first_batch: D
         assert time.monotonic() < deadline, "no run started for batch 2"
         time.sleep(0.05)
     wait_until("the killed run is marked failed",
-               lambda: instance.get_run_by_id(killed[0]).status == DagsterRunStatus.FAILURE,
+               lambda: run_by_id(instance, killed[0]).status == DagsterRunStatus.FAILURE,
                ui, 120)  # fmt: skip
     told = " ".join(e.message for e in instance.all_logs(killed[0]))
     assert "terminated by signal 9" in told, told  # the code server said what happened

@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,7 +43,9 @@ class Pipeline:
         path.write_text(spec_text)
         self.spec = load_spec(path)
 
-    def send(self, topic: str, events: list[tuple[object, object]], partitions: int = 1) -> None:
+    def send(
+        self, topic: str, events: Sequence[tuple[object, object]], partitions: int = 1
+    ) -> None:
         produce_json(self.stack, self.topic[topic], events, partitions=partitions)
 
     def ingest(self) -> None:
@@ -59,7 +63,7 @@ class Pipeline:
         frame = frame.selectExpr(*(f"{c} AS {n}" for c, n in zip(columns, names, strict=True)))
         return [tuple(r) for r in frame.orderBy(*names).collect()]
 
-    def outputs(self, topic: str = "Out") -> list[tuple[int, object, object]]:
+    def outputs(self, topic: str = "Out") -> list[tuple[int, Any, Any]]:
         rows = self.staging(
             "output", "kafka.offset", "cast(key as string)", "cast(value as string)",
             f"kafka.topic = '{self.topic.get(topic, topic)}'",
@@ -116,7 +120,7 @@ def test_invoice_demo_gives_zyncs_exact_results_and_reaches_a_sink_through_to_ka
     reset(stack.kafka)  # the demo's topic names are fixed
     spec = load_spec(Path(__file__).parent.parent / "etl_specs" / "invoices.yaml")
     registry = Registry(stack.registry_settings)
-    expected = {
+    expected: dict[int, list[tuple[Any, ...]]] = {
         1: [(0, 100, "Alice", "taco", "pending"), (1, 101, "Bob", "burrito", "pending")],
         2: [(2, 102, "Charlie", "enchilada", "pending")],
         3: [(3, 103, "Dan", "beans", "pending"), (4, 100, None, None, "closed")],

@@ -21,6 +21,7 @@ import json
 import os
 import random
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -120,7 +121,7 @@ class Producer:
                 else encode(value_id, value_schema, change.value),
                 partition=change.partition,
                 timestamp=self.clock,
-                on_delivery=lambda err, msg, c=change: delivered(err, msg, c),
+                on_delivery=partial(delivered, change=change),
             )
         assert self.producer.flush(30) == 0
         assert len(sent) == len(changes)
@@ -178,9 +179,9 @@ def test_etl_matches_the_reference_model(
     _compare_pending(spark, pipe, model, seed)
     _compare_dead_letters(spark, model)
     received = [(r.key, r.value) for r in read_topic(stack, out)]
-    expected = [(o.key, o.value) for o in model.outputs]
-    assert received == expected, _first_difference(received, expected, "to-kafka records")
-    assert sink_table(received) == sink_table(expected)
+    sent = [(o.key, o.value) for o in model.outputs]
+    assert received == sent, _first_difference(received, sent, "to-kafka records")
+    assert sink_table(received) == sink_table(sent)
     assert model.outputs and model.pending and any(s == "expired" for s, _ in model.done.values())
 
 
@@ -266,7 +267,7 @@ def _compare_done(spark, model: Model, seed: int) -> None:
 
 
 def _compare_pending(spark, pipe: Pipeline, model: Model, seed: int) -> None:
-    reasons = defaultdict(int)
+    reasons: defaultdict[str, int] = defaultdict(int)
     real = set()
     for w in waiting_events(spark, pipe.spec, "Staging"):
         why = (

@@ -148,7 +148,7 @@ def test_the_model_never_emits_an_event_before_an_earlier_one_of_its_key(seed: i
                                 T0 + dt.timedelta(milliseconds=clock), c.key, c.value))  # fmt: skip
         model.ingest(events)
         model.etl()
-    chains: dict[tuple, list[int]] = {}
+    chains: dict[tuple | None, list[int]] = {}
     by_source = {c: o.offset for o in model.outputs for c in (o.source, o.partner) if c}
     for e in sorted(model.ingested, key=lambda e: (e.topic, e.partition, e.offset)):
         if e.coords in by_source:

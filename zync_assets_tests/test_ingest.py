@@ -112,7 +112,8 @@ def test_each_dead_letter_reason_keeps_the_bytes_and_the_good_messages(
 ) -> None:
     produce_json(stack, topic, [(None, {"n": 1})])  # offset 0, registers the schema
     schema_id = registry.client.get_latest_version(f"{topic}-value").schema_id
-    bad = [
+    assert schema_id is not None
+    bad: list[tuple[bytes | None, bytes | None]] = [
         (None, b"plain text"),  # 1: not framed
         (None, frame(987654, b"\x02")),  # 2: unknown schema id
         (None, frame(schema_id, b"\xff\xff\xff")),  # 3: corrupt payload
@@ -150,11 +151,11 @@ def test_a_dead_letter_after_clean_passes_is_copied_and_clean_passes_copy_nothin
     produce_json(stack, topic, [(None, {"n": 1})])
     first = run(spark, stack, "DlqSteps", [topic])
     assert (first.rows, first.dead_letters) == (1, 0)
-    assert dead_letters_added("DlqSteps", read_progress(pool_path("DlqSteps")).version) == 0
+    assert dead_letters_added("DlqSteps", committed_version("DlqSteps")) == 0
     produce_bytes(stack, topic, [(None, b"not avro")])
     second = run(spark, stack, "DlqSteps", [topic])
     assert (second.rows, second.dead_letters) == (0, 1)
-    assert dead_letters_added("DlqSteps", read_progress(pool_path("DlqSteps")).version) == 1
+    assert dead_letters_added("DlqSteps", committed_version("DlqSteps")) == 1
     produce_json(stack, topic, [(None, {"n": 3})])
     assert run(spark, stack, "DlqSteps", [topic]).dead_letters == 0
     dead = spark.read.format("delta").load(dead_letter_path("DlqSteps")).collect()
@@ -197,3 +198,10 @@ def test_bad_shapers_are_refused_before_anything_is_written(
 def test_invalid_pool_names_are_refused(spark, stack: Stack, topic: str, lake: Path) -> None:
     with pytest.raises(ZyncError, match=r"invalid pool name '\.\./escape'"):
         run(spark, stack, "../escape", [topic])
+
+
+def committed_version(pool: str) -> int:
+    """The pool's version its progress records (it has committed one)."""
+    version = read_progress(pool_path(pool)).version
+    assert version is not None, f"pool {pool} has no commit"
+    return version

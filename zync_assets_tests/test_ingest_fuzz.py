@@ -25,6 +25,7 @@ import struct
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastavro import parse_schema, schemaless_writer
@@ -107,7 +108,7 @@ def _body(record: dict) -> bytes:
 
 @st.composite
 def cases(draw: st.DrawFn, schema_id: int, other_id: int) -> Case:
-    record = draw(records)
+    record: dict[str, Any] = draw(records)
     body = _body(record)
     kind = draw(st.sampled_from([
         "valid", "big", "flip", "truncate", "trailing", "magic", "unknown id", "wrong id",
@@ -209,7 +210,7 @@ def check_ingest(spark, stack: Stack, topic: str, pool: str, batch: list[Case]) 
             else:
                 assert row.id == case.record_id, (case.kind, row.id, case.record_id)
         if case.expect == DEAD:
-            assert row.dead_letter is not None, (case.kind, case.value[:40])
+            assert row.dead_letter is not None, (case.kind, (case.value or b"")[:40])
         if row.dead_letter is not None:
             copy = dead[offset]
             assert bytes(copy.value or b"") == (case.value or b""), case.kind

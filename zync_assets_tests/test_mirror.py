@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -168,7 +169,7 @@ def test_only_a_mirror_that_forwards_rows_as_they_are_takes_its_sources_types(
     assert mirror_sources(expand_mirrors(load_spec(write_spec(tmp_path, as_json)), topics)) == {}
 
 
-def envelope(row_fields: list[dict]) -> dict:
+def envelope(row_fields: list[Any]) -> dict:
     row = {"type": "record", "name": "Value", "namespace": "src.public.t",
            "connect.name": "src.public.t.Value", "fields": row_fields}  # fmt: skip
     return {

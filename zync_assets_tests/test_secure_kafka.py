@@ -199,7 +199,9 @@ def test_no_secret_reaches_an_output_a_log_spark_s_ui_or_the_lake(
     assert key_file is not None
     key_text = Path(key_file).read_text().splitlines()[1]  # a line of the key
     mistyped = "Mistyped-Passw0rd-4711"
-    secrets = [stack.kafka.sasl_password, stack.registry_settings.password, key_text, mistyped]
+    given = [stack.kafka.sasl_password, stack.registry_settings.password, key_text, mistyped]
+    secrets = [s for s in given if s]
+    assert len(secrets) == len(given), "the secured stack has passwords for Kafka and the registry"
     spec = stateless_spec(tmp_path / "s.yaml", topic, "SecretRaw", "SecretStaging",
                           'sql: "in.key AS key, in.value AS value"')  # fmt: skip
     ui_port = free_port()

@@ -292,7 +292,7 @@ def test_two_writers_of_one_table_run_apply_it_once_and_the_loser_says_so(
     won = [o for o in outcomes if not isinstance(o, ZyncError)]
     assert len(errors) == 1 and len(won) == 1, outcomes
     run = 2 if race == "merge" else 1
-    assert [r.run for r in won[0]] == [run]  # type: ignore[union-attr]
+    assert [r.run for r in won[0]] == [run]  # type: ignore[attr-defined]
     message = str(errors[0])
     assert isinstance(errors[0], ConcurrentWriter) and "\n" not in message, message
     said = {

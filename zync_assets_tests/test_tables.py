@@ -67,7 +67,7 @@ def change(op: str, lsn: int, before: dict | None, after: dict | None) -> tuple[
 
 
 class Tables(Pipeline):
-    def send_changes(self, changes: list[tuple[dict, dict]]) -> None:
+    def send_changes(self, changes: list[tuple[dict, dict | None]]) -> None:
         from zync_assets_tests.conftest import produce_json
 
         produce_json(self.stack, self.topic["Items"], changes, value_schema=ENVELOPE)

@@ -54,7 +54,8 @@ TRACKED = [0, 2]  # name and price; note is untracked
 def story(rng: random.Random, key: int) -> list[tuple[str, int | None, tuple | None]]:
     """(op, lsn, row) in the source's order; lsn steps by 10 so late snapshots fit between."""
     events: list[tuple[str, int | None, tuple | None]] = []
-    lsn, row = 0, None
+    lsn = 0
+    row: tuple[str, str | None, str] | None = None
     for _ in range(rng.randint(1, 8)):
         lsn += 10 * rng.randint(1, 3)
         if row is None:
@@ -78,6 +79,7 @@ def story(rng: random.Random, key: int) -> list[tuple[str, int | None, tuple | N
     upserts = [e for e in events if e[0] in "cru" and e[1] is not None]
     for _ in range(rng.choice([0, 0, 1, 2])):  # a snapshot read of an older state, sent late
         _op, at, state = rng.choice(upserts)
+        assert at is not None  # an upsert's
         events.append(("r", at + 5, state))
     return events
 

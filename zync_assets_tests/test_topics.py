@@ -100,6 +100,7 @@ def test_confluent_serializer_and_deserializer_interoperate(stack: Stack, topic:
     consumer.assign([TopicPartition(ours, 0, 0)])
     message = consumer.poll(10)
     consumer.close()
+    assert message is not None, "the record did not come back within 10 s"
     deserializer = AvroDeserializer(client)
     decoded = deserializer(message.value(), SerializationContext(ours, MessageField.VALUE))
     assert decoded == {"n": 1, "s": "x"}

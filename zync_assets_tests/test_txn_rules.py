@@ -258,8 +258,14 @@ def test_a_debezium_transaction_is_transformed_once_when_its_end_and_events_are_
     t3 = Txn(source, "703:30").change("items", 13, 0)  # never ends
     # Pass 1: t1's END before its last event; t2 whole; t3 without END; an insert
     # without transaction metadata (a transaction of its own).
-    t1.begin(), t1.events(0, 1), t2.begin(), t2.events(), t2.end(), t1.end()
-    t3.begin(), t3.events()
+    t1.begin()
+    t1.events(0, 1)
+    t2.begin()
+    t2.events()
+    t2.end()
+    t1.end()
+    t3.begin()
+    t3.events()
     source.send(source.topic("orders"), 0, {"id": 9}, {"op": "c", "after": {"id": 9}})
     source.flush()
     first = etl_pass(spark, stack, registry, spec)

@@ -110,7 +110,7 @@ def spec_text(chain: Chain, fmt: str) -> str:
     """Avro: a mirror copies `typed` to the warehouse in the source's column types; JSON
     (whose schemas are in its messages, not the registry): stateless rules, JSON as text."""
     p = chain.name
-    spec = {
+    spec: dict[str, Any] = {
         "inputs": [
             {"topic": f"{p}.public.customers", "pool": f"{p}_raw", "format": fmt},
             {"topic": f"{p}.public.typed", "pool": f"{p}_raw", "format": fmt},
@@ -293,8 +293,8 @@ def test_a_users_schema_with_every_semantic_type_and_a_toasted_column(
         typed_expected(chain),
     )
     assert [r[0] for r in lake_typed] == [r[0] for r in source_typed]
-    for got, want in zip(lake_typed, source_typed, strict=True):
-        for column, a, b in zip(TYPED_COLUMNS, got, want, strict=True):
+    for got, wanted in zip(lake_typed, source_typed, strict=True):
+        for column, a, b in zip(TYPED_COLUMNS, got, wanted, strict=True):
             assert a == b, (column, a, b)
     lake_typed_now = spark.read.format("delta").load(table_path(f"{chain.name}_typed_now"))
     if wire_format == "avro":  # typed from the registry: a column no row has a value for

@@ -47,7 +47,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run([sys.executable, "-m", "build", "--outdir", work / "dist", CHECKOUT], env, work)
     [wheel] = (work / "dist").glob("zync_assets-*.whl")
     run([sys.executable, "-m", "venv", work / "venv"], env, work)
-    pip = [work / "venv" / "bin" / "pip", "--disable-pip-version-check", "-q"]
+    pip: list[str | Path] = [work / "venv" / "bin" / "pip", "--disable-pip-version-check", "-q"]
     run([*pip, "install", "--no-compile", "-c", CHECKOUT / "scripts" / "constraints.txt",
          wheel], env, work)  # fmt: skip
     return work / "venv" / "bin"

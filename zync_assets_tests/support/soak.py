@@ -194,13 +194,13 @@ def _differences(got: dict[int, dict], want: dict[int, dict]) -> int:
 def run_soak(
     kafka: KafkaSettings, registry: Registry, minutes: float, workdir: Path,
     kill_every: tuple[float, float] = (15, 45),
-) -> tuple[Soak, dict[str, object]]:  # fmt: skip
+) -> tuple[Soak, dict[str, float]]:  # fmt: skip
     """Run the soak against `kafka` and `registry` (the environment names the same stack
     to the `zync` processes); the soak and its figures."""
     soak = Soak(kafka, registry, minutes, workdir, kill_every=kill_every)
     soak.flow()
     soak.catch_up()
-    figures: dict[str, object] = dict(soak.reconcile())
+    figures: dict[str, float] = dict(soak.reconcile())
     figures |= {
         "soak_minutes": minutes,
         "kills_survived": len(soak.kills),

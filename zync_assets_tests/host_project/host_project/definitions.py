@@ -27,7 +27,8 @@ def order_report() -> MaterializeResult:
     while (message := consumer.poll(10)) is not None and not message.error():
         orders += 1
     consumer.close()
-    assert message is not None and message.error().code() == KafkaError._PARTITION_EOF
+    error = message.error() if message is not None else None
+    assert error is not None and error.code() == KafkaError._PARTITION_EOF
     (PROJECT / "report.json").write_text(json.dumps({"orders": orders}))
     return MaterializeResult(metadata={"orders": orders})
 
