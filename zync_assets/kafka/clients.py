@@ -8,6 +8,7 @@ so a wrong address or security protocol becomes one clear error, not a hang.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -103,6 +104,20 @@ def consumer(settings: KafkaSettings, **overrides: Any) -> Consumer:
 # call (watermarks of 60 topics: 5 ms at the median instead of 63, 3 s at the p90).
 _CONNECTED: dict[KafkaSettings, tuple[AdminClient, ClientErrors]] = {}
 _CONNECTING = threading.Lock()
+# librdkafka's clients do not survive a fork (their threads stay in the parent): a forked
+# child starts with none kept, and holds the inherited ones unused rather than destroy
+# them, which would wait on those threads.
+_INHERITED: list[tuple[AdminClient, ClientErrors]] = []
+
+
+def _forget_after_fork() -> None:
+    global _CONNECTING  # a thread of the parent may have held it: the child's is free
+    _CONNECTING = threading.Lock()
+    _INHERITED.extend(_CONNECTED.values())
+    _CONNECTED.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 # A kept client's reconnect backoff caps here rather than at librdkafka's 10 s, so that a
 # broker back from a restart is seen within moments, as a new client would see it.
 _RECONNECT_MAX_MS = 1000
