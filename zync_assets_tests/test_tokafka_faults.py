@@ -80,21 +80,25 @@ def _end_offsets(admin: AdminClient, topic: str) -> tuple[int, int]:
     return stable, high
 
 
-def _stop_inside_a_transaction(proc: subprocess.Popen, admin: AdminClient, topic: str) -> int:
-    """SIGSTOP the run's process group while a transaction of its is open (records
-    written beyond the last stable offset, not yet committed), checked after the stop;
-    the partition's high-water mark then."""
+def _stop_inside_a_transaction(
+    proc: subprocess.Popen, admin: AdminClient, topic: str, size: int
+) -> int:
+    """SIGSTOP the run's process group while a transaction of its is open and not yet
+    whole: fewer of its `size` records on the broker (beyond the last stable offset) than
+    it holds, checked after the stop, so that it cannot have asked for its commit (a stop
+    inside the commit lets that transaction win, and nothing is left to fence). The
+    partition's high-water mark then."""
     deadline = time.monotonic() + 120
     while True:
         assert proc.poll() is None, "to-kafka ended before it was stopped: make the sync larger"
         assert time.monotonic() < deadline, "no open transaction seen in 120 s"
         stable, high = _end_offsets(admin, topic)
-        if high > stable:
+        if 0 < high - stable < size:
             os.killpg(proc.pid, signal.SIGSTOP)
             stable, high = _end_offsets(admin, topic)
-            if high > stable:
+            if 0 < high - stable < size:
                 return high
-            os.killpg(proc.pid, signal.SIGCONT)  # it committed in between: try again
+            os.killpg(proc.pid, signal.SIGCONT)  # it sent the rest in between: try again
         time.sleep(0.002)
 
 
@@ -105,16 +109,16 @@ def test_a_second_to_kafka_fences_the_first_and_nothing_doubles(
     stopped there, seen from the topic's offsets): the second fences it, aborts that
     transaction and sends the rest; the first, resumed, says it was fenced and exits 1;
     the topic holds each record once, in order."""
-    count = 60_000
+    count, size = 60_000, 6000
     write_outputs(spark, "Race", topic, count)
     ensure_topic(stack.kafka, topic)
     env = stack.env(ZYNC_LAKE=str(lake))
-    command = [ZYNC, "to-kafka", "--pool", "Race", "--transaction-size", "6000"]
+    command = [ZYNC, "to-kafka", "--pool", "Race", "--transaction-size", str(size)]
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, start_new_session=True)  # fmt: skip
     admin = admin_client(stack.kafka)
     try:
-        open_until = _stop_inside_a_transaction(first, admin, topic)
+        open_until = _stop_inside_a_transaction(first, admin, topic, size)
         second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
         # Its initTransactions fences the first: the coordinator aborts the first's open
