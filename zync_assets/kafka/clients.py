@@ -104,6 +104,9 @@ def consumer(settings: KafkaSettings, **overrides: Any) -> Consumer:
 # call (watermarks of 60 topics: 5 ms at the median instead of 63, 3 s at the p90).
 _CONNECTED: dict[KafkaSettings, tuple[AdminClient, ClientErrors]] = {}
 _CONNECTING = threading.Lock()
+# A kept client's reconnect backoff caps here rather than at librdkafka's 10 s, so that a
+# broker back from a restart is seen within moments, as a new client would see it.
+_RECONNECT_MAX_MS = 1000
 # librdkafka's clients do not survive a fork (their threads stay in the parent): a forked
 # child starts with none kept, and holds the inherited ones unused rather than destroy
 # them, which would wait on those threads.
@@ -118,9 +121,6 @@ def _forget_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
-# A kept client's reconnect backoff caps here rather than at librdkafka's 10 s, so that a
-# broker back from a restart is seen within moments, as a new client would see it.
-_RECONNECT_MAX_MS = 1000
 
 
 def connected_admin(settings: KafkaSettings) -> AdminClient:
