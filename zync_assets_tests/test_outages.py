@@ -156,3 +156,25 @@ def test_a_continuous_to_kafka_rides_out_a_registry_outage(
         run.wait_for("retrying in")
     assert_rode_it_out(run, "schema registry")
     assert [r.key["ID"] for r in read_topic(stack, topic)] == list(range(count))
+
+
+def test_the_kept_kafka_client_says_in_one_line_that_its_broker_went_away_then_carries_on(
+    stack: Stack, topic: str
+) -> None:
+    """The process's kept admin client (kafka/clients.py) over a broker restart: while it
+    is down, a read is the one-line "cannot reach Kafka" error; once it is back, the same
+    client answers again."""
+    from zync_assets.core.errors import ZyncError
+    from zync_assets.kafka import clients
+    from zync_assets.kafka.offsets import watermarks
+
+    ensure_topic(stack.kafka, topic)
+    kept = clients.connected_admin(stack.kafka)
+    with down(stack.stop_kafka, stack.start_kafka):
+        with pytest.raises(ZyncError) as raised:
+            watermarks(stack.kafka, [topic])
+        said = str(raised.value)
+        assert said.startswith(f"cannot reach Kafka at {stack.kafka.bootstrap_servers}"), said
+        assert "\n" not in said, said
+    assert [p.partition for p in watermarks(stack.kafka, [topic])[topic]] == [0]
+    assert clients.connected_admin(stack.kafka) is kept
