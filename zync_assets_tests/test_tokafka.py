@@ -14,7 +14,7 @@ from zync_assets.core.errors import ZyncError
 from zync_assets.kafka.clients import cluster_metadata
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.pools import pool_path
-from zync_assets.tokafka import encode
+from zync_assets.tokafka import encode, many_topics
 from zync_assets.tokafka import sync as sync_module
 from zync_assets.tokafka.jvm_sender import JvmSender
 from zync_assets.tokafka.librdkafka_sender import LibrdkafkaSender
@@ -514,3 +514,48 @@ def test_cli_syncs_and_reports_each_topic(spark, stack: Stack, topic: str, lake:
     assert missing.stderr.strip().splitlines()[-1] == (
         "zync: error: staging pool Nope does not exist; run `zync etl` first"
     )
+
+
+def test_a_pools_touched_topics_are_read_in_one_job_and_a_new_shape_sends_them_alone(
+    spark, stack: Stack, topic: str, lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mirror's steady state: its topics' schemas are registered, and one Spark job reads
+    and encodes every touched topic's records (tokafka/many_topics.py). A record no
+    registered schema fits sends each topic alone, surveyed as sync_topic does."""
+    topics = [f"{topic}_{n}" for n in range(3)]
+    registry = Registry(stack.registry_settings)
+
+    def staged(offsets: range, value: Callable[[int], dict]) -> None:
+        for name in topics:
+            write_staging(spark, "M", name, [(i, {"id": i}, value(i)) for i in offsets])
+
+    staged(range(3), lambda i: {"id": i, "n": i})
+    sync_pool(spark, "M", stack.kafka, registry, topics=topics)  # a first run: registers
+    jobs: list[int] = []
+    alone: list[str] = []
+    real_fetch, real_sync_topic = many_topics.fetch_many, sync_module.sync_topic
+
+    def fetch_many(spark, outputs, codecs, starts, budget):  # the real one's arguments
+        jobs.append(len(codecs))
+        return real_fetch(spark, outputs, codecs, starts, budget)
+
+    def sync_topic(spark, pool, name, *args, **kwargs):
+        alone.append(name)
+        return real_sync_topic(spark, pool, name, *args, **kwargs)
+
+    monkeypatch.setattr(many_topics, "fetch_many", fetch_many)
+    monkeypatch.setattr(sync_module, "sync_topic", sync_topic)
+    staged(range(3, 5), lambda i: {"id": i, "n": i})
+    second = sync_pool(spark, "M", stack.kafka, registry, topics=topics)
+    assert (jobs, alone) == ([3], [])
+    assert [(r.topic, r.sent, r.first_offset, r.next_offset) for r in second] == [
+        (name, 2, 3, 5) for name in topics
+    ]
+    staged(range(5, 6), lambda i: {"id": i, "tag": "new"})  # a shape no schema has
+    third = sync_pool(spark, "M", stack.kafka, registry, topics=topics)
+    assert (jobs, alone) == ([3, 3], topics)  # refused in the one job: each alone
+    assert [r.sent for r in third] == [1, 1, 1]
+    for name in topics:
+        records = read_topic(stack, name)
+        assert key_ids(records) == list(range(6)), name
+        assert records[-1].value == {"id": 5, "tag": "new"}

@@ -68,6 +68,37 @@ def test_kill_9_during_a_large_sync_then_resume_sends_each_record_once_in_order(
     assert [r.key["ID"] for r in records] == list(range(count))  # the key is the offset
 
 
+def test_kill_9_while_a_pools_topics_are_read_in_one_job_then_resume_sends_each_once(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    """A pool of several topics whose schemas are registered (a mirror's steady state):
+    one Spark job reads them all, then each topic is sent in its own transactions
+    (tokafka/many_topics.py). A kill -9 inside the second topic's sends leaves the first
+    whole, the second part-sent, the rest unsent; the rerun sends each record once."""
+    topics = [f"{topic}_{n}" for n in range(4)]
+    first, count, size = 10, 8_000, 500  # 16 transactions per topic after the first ten
+    for name in topics:
+        write_outputs(spark, "Many", name, first)
+        ensure_topic(stack.kafka, name)
+    env = stack.env(ZYNC_LAKE=str(lake))
+    command = [ZYNC, "to-kafka", "--pool", "Many", "--transaction-size", str(size)]
+    assert run_zync(*command[1:], env=env, timeout=600).returncode == 0  # registers schemas
+    for name in topics:
+        write_outputs(spark, "Many", name, count, first=first)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+    _kill_once_past(proc, stack, topics[1], _high_water(stack, topics[1]) + 3 * size + 1)
+    proc.wait()
+    sent = [len(read_topic(stack, name, decode=False)) for name in topics]
+    assert sent[0] == first + count and first < sent[1] < first + count, sent  # it landed
+    assert sent[2:] == [first, first], sent
+    done = run_zync(*command[1:], env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    for name in topics:
+        records = read_topic(stack, name)  # read_committed: the cut transaction is hidden
+        assert [r.key["ID"] for r in records] == list(range(first + count)), name
+
+
 def _end_offsets(admin: AdminClient, topic: str) -> tuple[int, int]:
     """The partition's end as a read_committed reader sees it (the last stable offset: an
     open transaction's records stay beyond it) and as a read_uncommitted one does."""

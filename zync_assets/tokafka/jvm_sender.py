@@ -34,6 +34,7 @@ from zync_assets.tokafka.sender import (
 
 SENDER_CLASS = "zync.spark.KafkaSender"
 FETCH_CLASS = "zync.spark.StagingFetch"
+FETCH_MANY_CLASS = "zync.spark.StagingFetchMany"
 _EVERYTHING = 2**63 - 1  # a Java long's largest: no upper offset
 _JAVA_FENCED = {"ProducerFencedException", "InvalidProducerEpochException"}
 
@@ -82,20 +83,7 @@ class JvmSender:
     def first_fetch(
         self, outputs: DataFrame, codec: Encoding, start: int, budget: int
     ) -> FirstFetch:
-        result = self._run(outputs, codec, start, start, _EVERYTHING, budget)
-        java_span = result.span()
-        count = java_span.count()
-        found = Span(
-            count=count,
-            low=java_span.low() if count else None,
-            high=java_span.high() if count else None,
-            has_previous=java_span.previous(),
-        )
-        records = None
-        dense = count and found.low == start and found.high == start + count - 1
-        if dense and not result.overflowed():
-            records = self._batch(result, start, start + count)
-        return FirstFetch(found, records, result.bytesPerRecord())
+        return _first_fetch(self._run(outputs, codec, start, start, _EVERYTHING, budget), start)
 
     def fetch(self, outputs: DataFrame, codec: Encoding, low: int, high: int) -> JvmBatch:
         window = outputs.where(F.col("offset").between(low, high - 1))
@@ -108,12 +96,7 @@ class JvmSender:
         return self._fetch.run(outputs._jdf, key_schemas, value_schemas, start, low, high, budget)
 
     def _batch(self, result: Any, low: int, high: int) -> JvmBatch:
-        try:
-            return JvmBatch(result.batch(low, high))
-        except Py4JJavaError as exc:
-            if "IllegalStateException" in _java_classes(exc):
-                raise changed_while_sending(low, high) from exc
-            raise
+        return _batch(result, low, high)
 
     def send(self, fetched: Fetched, start: int, stop: int) -> None:
         assert isinstance(fetched, JvmBatch)
@@ -146,6 +129,48 @@ class JvmSender:
 
     def close(self) -> None:
         self._sender.close()
+
+
+def fetch_many(
+    spark: SparkSession, outputs: DataFrame, codecs: Sequence[Encoding], starts: Sequence[int],
+    budget: int,
+) -> list[FirstFetch]:  # fmt: skip
+    """`JvmSender.first_fetch` of several topics in one Spark job (zync.spark.StagingFetchMany):
+    `outputs` has columns topic (the index of its codec and start), offset, key, value,
+    from each topic's start - 1 on."""
+    fetch = java_class(spark._jvm, FETCH_MANY_CLASS)
+    results = fetch.run(
+        outputs._jdf, [bytearray(c.key_schemas) for c in codecs],
+        [bytearray(c.value_schemas) for c in codecs], list(starts), budget,
+    )  # fmt: skip
+    return [_first_fetch(result, start) for result, start in zip(results, starts, strict=True)]
+
+
+def _first_fetch(result: Any, start: int) -> FirstFetch:
+    """A StagingFetch.Result of the records from `start` on: their span and, when they are
+    dense and within the budget, the records."""
+    java_span = result.span()
+    count = java_span.count()
+    found = Span(
+        count=count,
+        low=java_span.low() if count else None,
+        high=java_span.high() if count else None,
+        has_previous=java_span.previous(),
+    )
+    records = None
+    dense = count and found.low == start and found.high == start + count - 1
+    if dense and not result.overflowed():
+        records = _batch(result, start, start + count)
+    return FirstFetch(found, records, result.bytesPerRecord())
+
+
+def _batch(result: Any, low: int, high: int) -> JvmBatch:
+    try:
+        return JvmBatch(result.batch(low, high))
+    except Py4JJavaError as exc:
+        if "IllegalStateException" in _java_classes(exc):
+            raise changed_while_sending(low, high) from exc
+        raise
 
 
 def java_class(jvm: Any, name: str) -> JavaClass:

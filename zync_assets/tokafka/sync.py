@@ -39,6 +39,7 @@ from zync_assets.tokafka.encode import (
     outputs_from,
     survey,
 )
+from zync_assets.tokafka.many_topics import at_once_possible, sync_at_once
 from zync_assets.tokafka.per_topic import (
     EncoderRefused,
     Progress,
@@ -82,8 +83,15 @@ def sync_pool(
             formats, default_format, sources,
         )  # fmt: skip
     chosen = topics if topics else output_topics(spark, pool)
-    return [
-        sync_topic(
+    done: dict[str, SyncResult] = {}
+    alone = list(chosen)
+    if at_once_possible(spark, chosen):  # a mirror's touched topics: one Spark job for all
+        done, alone = sync_at_once(
+            spark, pool, chosen, kafka, registry, partitions, progress, transaction_size,
+            formats, default_format, sources, FETCH_BYTES,
+        )  # fmt: skip
+    for topic in alone:
+        done[topic] = sync_topic(
             spark,
             pool,
             topic,
@@ -95,8 +103,7 @@ def sync_pool(
             wire_format=formats.get(topic, default_format),
             source=sources.get(topic),
         )
-        for topic in chosen
-    ]
+    return [done[topic] for topic in chosen]
 
 
 def sync_topic(

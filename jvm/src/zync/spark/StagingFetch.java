@@ -190,18 +190,18 @@ public final class StagingFetch {
       }
       return List.of(part).iterator();
     }
+  }
 
-    /** The Avro of a column; none for SQL NULL and for a variant null (a tombstone). */
-    private static void pack(InternalRow row, int column, VariantToAvro.Encoders encoders, AvroOut out) {
-      VariantVal variant = row.isNullAt(column) ? null : row.getVariant(column);
-      byte[] value = variant == null ? null : variant.getValue();
-      if (value == null || VariantUtil.getType(value, 0) == Type.NULL) {
-        EncodedBatch.appendNull(out);
-        return;
-      }
-      int at = EncodedBatch.beginBytes(out);
-      encoders.write(value, variant.getMetadata(), out);
-      EncodedBatch.endBytes(out, at);
+  /** The Avro of a column; none for SQL NULL and for a variant null (a tombstone). */
+  static void pack(InternalRow row, int column, VariantToAvro.Encoders encoders, AvroOut out) {
+    VariantVal variant = row.isNullAt(column) ? null : row.getVariant(column);
+    byte[] value = variant == null ? null : variant.getValue();
+    if (value == null || VariantUtil.getType(value, 0) == Type.NULL) {
+      EncodedBatch.appendNull(out);
+      return;
     }
+    int at = EncodedBatch.beginBytes(out);
+    encoders.write(value, variant.getMetadata(), out);
+    EncodedBatch.endBytes(out, at);
   }
 }
