@@ -92,70 +92,58 @@ def assert_rode_it_out(run: Lines, service: str) -> None:
     assert not any("Traceback" in line or line.startswith("\tat ") for line in run.err), run.err
 
 
-def test_a_continuous_ingest_rides_out_a_broker_restart(
+def test_a_continuous_ingest_and_to_kafka_ride_out_a_broker_restart(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
-    count = 12_000
+    """One restart under both: the ingest after its first commit, the to-kafka mid-send
+    (a couple of its transactions are in)."""
+    count, sent, size = 12_000, 60_000, 2000  # the to-kafka's 30 transactions
     produce_many(stack, topic, count, every_bad=1009)
-    command = [ZYNC, "from-kafka", "-t", topic, "-p", "Outage", "--max-records", "3000",
-               "--interval", "0.5s", "--exit-after", "5s"]  # fmt: skip
-    run = start(command, stack.env())
-    run.wait_for("run 1:")  # a commit is in; then the broker goes away mid-stream
-    with down(stack.stop_kafka, stack.start_kafka):
-        run.wait_for("retrying in")
-    assert_rode_it_out(run, "Kafka")
-    assert any("run 2" in line for line in run.out), "the outage came after the last commit"
-    assert_each_offset_once(spark, lake, "Outage", count)
-
-
-def test_a_continuous_ingest_rides_out_a_registry_restart(
-    spark, stack: Stack, topic: str, lake: Path
-) -> None:
-    count = 10_000
-    produce_many(stack, topic, count)
-    command = [ZYNC, "from-kafka", "-t", topic, "-p", "RegOutage", "--max-records", "2000",
-               "--interval", "0.5s", "--exit-after", "5s"]  # fmt: skip
-    # A process looks each schema up once: the registry is gone before the first lookup.
-    with down(stack.stop_registry, stack.start_registry):
-        run = start(command, stack.env())
-        run.wait_for("retrying in")
-    assert_rode_it_out(run, "schema registry")
-    assert_each_offset_once(spark, lake, "RegOutage", count)
-
-
-def test_a_continuous_to_kafka_rides_out_a_broker_restart_mid_send(
-    spark, stack: Stack, topic: str, lake: Path
-) -> None:
-    count, size = 60_000, 2000  # 30 transactions
-    write_outputs(spark, "SendOutage", topic, count)
-    ensure_topic(stack.kafka, topic)
-    command = [ZYNC, "to-kafka", "--pool", "SendOutage", "--transaction-size", str(size),
-               "--follow", "--interval", "0.5s", "--exit-after", "5s"]  # fmt: skip
-    run = start(command, stack.env())
+    out = f"{topic}_out"
+    write_outputs(spark, "SendOutage", out, sent)
+    ensure_topic(stack.kafka, out)
+    ingest = start([ZYNC, "from-kafka", "-t", topic, "-p", "Outage", "--max-records", "3000",
+                    "--interval", "0.5s", "--exit-after", "5s"], stack.env())  # fmt: skip
+    to_kafka = start([ZYNC, "to-kafka", "--pool", "SendOutage", "--transaction-size",
+                      str(size), "--follow", "--interval", "0.5s", "--exit-after", "5s"],
+                     stack.env())  # fmt: skip
+    ingest.wait_for("run 1:")
     deadline = time.monotonic() + 120
-    while _high_water(stack, topic) < 2 * size:  # a couple of transactions are in
-        assert run.process.poll() is None and time.monotonic() < deadline, run.err
+    while _high_water(stack, out) < 2 * size:
+        assert to_kafka.process.poll() is None and time.monotonic() < deadline, to_kafka.err
         time.sleep(0.05)
     with down(stack.stop_kafka, stack.start_kafka):
-        run.wait_for("retrying in")
-    assert_rode_it_out(run, "Kafka")
-    records = read_topic(stack, topic)  # read_committed: an aborted transaction is hidden
-    assert [r.key["ID"] for r in records] == list(range(count))  # the key is the offset
+        ingest.wait_for("retrying in")
+        to_kafka.wait_for("retrying in")
+    assert_rode_it_out(ingest, "Kafka")
+    assert_rode_it_out(to_kafka, "Kafka")
+    assert any("run 2" in line for line in ingest.out), "the outage came after the last commit"
+    assert_each_offset_once(spark, lake, "Outage", count)
+    records = read_topic(stack, out)  # read_committed: an aborted transaction is hidden
+    assert [r.key["ID"] for r in records] == list(range(sent))  # the key is the offset
 
 
-def test_a_continuous_to_kafka_rides_out_a_registry_outage(
+def test_a_continuous_ingest_and_to_kafka_ride_out_a_registry_restart(
     spark, stack: Stack, topic: str, lake: Path
 ) -> None:
-    count = 20_000
-    write_outputs(spark, "RegSendOutage", topic, count)
-    ensure_topic(stack.kafka, topic)
-    command = [ZYNC, "to-kafka", "--pool", "RegSendOutage", "--follow", "--interval", "0.5s",
-               "--exit-after", "5s"]  # fmt: skip
-    with down(stack.stop_registry, stack.start_registry):  # schemas register as a pass starts
-        run = start(command, stack.env())
-        run.wait_for("retrying in")
-    assert_rode_it_out(run, "schema registry")
-    assert [r.key["ID"] for r in read_topic(stack, topic)] == list(range(count))
+    """The registry gone before either looks a schema up (a process looks each up once;
+    a to-kafka registers its schemas as a pass starts)."""
+    count, sent = 10_000, 20_000
+    produce_many(stack, topic, count)
+    out = f"{topic}_out"
+    write_outputs(spark, "RegSendOutage", out, sent)
+    ensure_topic(stack.kafka, out)
+    with down(stack.stop_registry, stack.start_registry):
+        ingest = start([ZYNC, "from-kafka", "-t", topic, "-p", "RegOutage", "--max-records",
+                        "2000", "--interval", "0.5s", "--exit-after", "5s"], stack.env())  # fmt: skip
+        to_kafka = start([ZYNC, "to-kafka", "--pool", "RegSendOutage", "--follow", "--interval",
+                          "0.5s", "--exit-after", "5s"], stack.env())  # fmt: skip
+        ingest.wait_for("retrying in")
+        to_kafka.wait_for("retrying in")
+    assert_rode_it_out(ingest, "schema registry")
+    assert_rode_it_out(to_kafka, "schema registry")
+    assert_each_offset_once(spark, lake, "RegOutage", count)
+    assert [r.key["ID"] for r in read_topic(stack, out)] == list(range(sent))
 
 
 def test_the_kept_kafka_client_says_in_one_line_that_its_broker_went_away_then_carries_on(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -559,3 +560,29 @@ def test_a_pools_touched_topics_are_read_in_one_job_and_a_new_shape_sends_them_a
         records = read_topic(stack, name)
         assert key_ids(records) == list(range(6)), name
         assert records[-1].value == {"id": 5, "tag": "new"}
+    # Hundreds of touched topics go in groups, each group's senders open only while it is
+    # sent: here groups of two.
+    monkeypatch.setattr(many_topics, "GROUP_SIZE", 2)
+    staged(range(6, 7), lambda i: {"id": i, "tag": "more"})
+    fourth = sync_pool(spark, "M", stack.kafka, registry, topics=topics)
+    assert (jobs, alone) == ([3, 3, 2, 1], topics)
+    assert [(r.topic, r.sent, r.next_offset) for r in fourth] == [(n, 1, 7) for n in topics]
+    assert all(key_ids(read_topic(stack, name)) == list(range(7)) for name in topics)
+
+
+def test_a_gap_in_one_of_a_pools_topics_read_in_one_job_is_refused_before_any_is_sent(
+    spark, stack: Stack, topic: str, lake: Path
+) -> None:
+    topics = [f"{topic}_{n}" for n in range(2)]
+    registry = Registry(stack.registry_settings)
+    for name in topics:
+        write_staging(spark, "G", name, [(i, {"id": i}, {"id": i}) for i in range(2)])
+    sync_pool(spark, "G", stack.kafka, registry, topics=topics)  # a first run: registers
+    write_staging(spark, "G", topics[0], [(2, {"id": 2}, {"id": 2})])
+    write_staging(spark, "G", topics[1], [(3, {"id": 3}, {"id": 3})])  # offset 2 missing
+    with pytest.raises(
+        ZyncError,
+        match=rf"gap in topic '{re.escape(topics[1])}'.* needs 2..3 \(2 records\) and staging has 1 ",
+    ):
+        sync_pool(spark, "G", stack.kafka, registry, topics=topics)
+    assert [key_ids(read_topic(stack, name)) for name in topics] == [[0, 1], [0, 1]]

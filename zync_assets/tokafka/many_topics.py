@@ -19,7 +19,7 @@ a whole: each topic then finds its own refusal or survey), records over the fetc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,6 +41,10 @@ from zync_assets.tokafka.per_topic import (
 )
 from zync_assets.tokafka.position import topic_positions
 from zync_assets.tokafka.sender import FirstFetch
+
+# Topics sent together at most: each holds a fencing producer (its connections and
+# buffers) open until its group is sent, so hundreds of touched topics go in groups.
+GROUP_SIZE = 32
 
 
 @dataclass
@@ -66,8 +70,6 @@ def sync_at_once(
 ) -> tuple[dict[str, SyncResult], list[str]]:  # fmt: skip
     """The topics of `topics` sent here (their results) and those left to sync_topic."""
     encode.require_staging(pool)
-    for topic in topics:
-        ensure_topic(kafka, topic, partitions)
     chosen: list[tuple[str, Encoding]] = []
     left: list[str] = []  # no schema registered yet: a first run types its records alone
     for topic in topics:
@@ -79,11 +81,29 @@ def sync_at_once(
             chosen.append((topic, codec))
     if len(chosen) < 2:
         return {}, list(topics)
+    results: dict[str, SyncResult] = {}
+    for at in range(0, len(chosen), GROUP_SIZE):
+        group = chosen[at : at + GROUP_SIZE]
+        for topic, _ in group:
+            ensure_topic(kafka, topic, partitions)
+        sent, alone = _send_group(
+            spark, pool, kafka, group, progress, transaction_size, budget
+        )  # fmt: skip
+        results |= sent
+        left += alone
+    return results, left
+
+
+def _send_group(
+    spark: SparkSession, pool: str, kafka: KafkaSettings, group: list[tuple[str, Encoding]],
+    progress: Progress | None, transaction_size: int, budget: int,
+) -> tuple[dict[str, SyncResult], list[str]]:  # fmt: skip
+    """One group's topics, their senders open only while it is sent."""
     lanes: list[_Topic] = []
     try:
-        for topic, codec in chosen:  # each fences its topic's older to-kafka runs first
+        for topic, codec in group:  # each fences its topic's older to-kafka runs first
             lanes.append(_Topic(topic, codec, JvmSender(spark, kafka, pool, topic)))
-        return _send_at_once(spark, pool, kafka, lanes, progress, transaction_size, budget, left)
+        return _send_at_once(spark, pool, kafka, lanes, progress, transaction_size, budget)
     finally:
         for lane in lanes:
             lane.sender.close()
@@ -91,8 +111,10 @@ def sync_at_once(
 
 def _send_at_once(
     spark: SparkSession, pool: str, kafka: KafkaSettings, lanes: list[_Topic],
-    progress: Progress | None, transaction_size: int, budget: int, left: list[str],
+    progress: Progress | None, transaction_size: int, budget: int,
 ) -> tuple[dict[str, SyncResult], list[str]]:  # fmt: skip
+    """The lanes' results, and the topics left to sync_topic (all of them when a record
+    is refused; those over the budget)."""
     names = [lane.name for lane in lanes]
     before = watermarks(kafka, names)  # after the fences: nothing of theirs stays open
     starts = topic_positions(kafka, pool, before)
@@ -109,11 +131,11 @@ def _send_at_once(
             0, None,
         )  # fmt: skip
     except EncoderRefused:  # each topic finds its own refusal, or a wider schema, alone
-        return {}, names + left
+        return {}, names
     for lane, first in zip(lanes, fetched, strict=True):  # every check before any send
         check_continues(pool, lane.name, lane.start, first.span)
     results: dict[str, SyncResult] = {}
-    rest = list(left)
+    rest: list[str] = []
     for lane, first in zip(lanes, fetched, strict=True):
         if first.span.count and first.records is None:  # over the budget: windows, alone
             rest.append(lane.name)
@@ -126,10 +148,7 @@ def _send_at_once(
     after = watermarks(kafka, list(results)) if results else {}
     for name, result in results.items():
         marks = {p.partition: p.high for p in after[name]}
-        results[name] = SyncResult(
-            result.pool, name, result.sent, result.first_offset, result.next_offset,
-            result.high_water_before, marks, result.subjects,
-        )  # fmt: skip
+        results[name] = replace(result, high_water_after=marks)
     return results, rest
 
 
