@@ -7,8 +7,9 @@ per pass. Here the steady state of every topic is done at once: each topic's own
 sender fences its predecessors (its transactional id stays the topic's, so a run of that
 topic alone still fences this one), one watermark request and one position read cover
 them all, one job (zync.spark.StagingFetchMany) counts and encodes every topic's new
-records with the topic's registered schemas, and each topic's records are then sent in
-its own transactions, in offset order, as sync.py sends them.
+records with the topic's registered schemas (a job per GROUP_SIZE topics: hundreds go
+in groups), and each topic's records are then sent in its own transactions, in offset
+order, as sync.py sends them.
 
 What the steady state does not cover goes to sync.py, topic by topic, which handles it:
 a topic with no registered schema yet, records a schema does not fit (the job fails as
@@ -86,9 +87,7 @@ def sync_at_once(
         group = chosen[at : at + GROUP_SIZE]
         for topic, _ in group:
             ensure_topic(kafka, topic, partitions)
-        sent, alone = _send_group(
-            spark, pool, kafka, group, progress, transaction_size, budget
-        )  # fmt: skip
+        sent, alone = _send_group(spark, pool, kafka, group, progress, transaction_size, budget)
         results |= sent
         left += alone
     return results, left
