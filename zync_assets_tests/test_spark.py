@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,61 @@ print(spark.sql("SELECT zync_schema_id(X'0000000007') AS id").first().id)
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["7", "io.delta.sql.DeltaSparkSessionExtension", "7"]
+
+
+# A `chmod` or `readlink` that notes each call in a log, then does the real one.
+SPY = '#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\nexec {real} "$@"\n'
+COMMITS = """
+import sys
+from zync_assets.spark.session import spark_session
+spark = spark_session("zync-test")
+for mode in ("errorifexists", "append"):
+    spark.range(3).write.format("delta").mode(mode).save(sys.argv[1])
+print(spark.read.format("delta").load(sys.argv[1]).count())
+"""
+
+
+def _commit_twice(tmp_path: Path, local_fs: str) -> tuple[list[str], Counter]:
+    """Two Delta commits by a zync session with `local_fs`: the chmod and readlink calls
+    its JVM made on the table's files (Spark's start-up runs chmod on its jars' copies
+    either way), and the table's files' modes (by name, less their unique ids)."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    spies, log, table = (
+        tmp_path / f"bin-{local_fs}",
+        tmp_path / f"{local_fs}.log",
+        tmp_path / local_fs,
+    )
+    spies.mkdir()
+    for name in ("chmod", "readlink"):
+        real = shutil.which(name)
+        assert real is not None
+        (spies / name).write_text(SPY.format(log=log, real=real))
+        (spies / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{spies}:{os.environ['PATH']}", "ZYNC_SPARK_LOCAL_FS": local_fs}
+    done = subprocess.run([sys.executable, "-c", COMMITS, str(table)], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.split()[-1] == "6", done.stderr[-2000:]
+    calls = [c for c in (log.read_text().splitlines() if log.exists() else []) if str(table) in c]
+    uuid = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+    modes = Counter(
+        (uuid.sub("…", str(p.relative_to(table))), p.stat().st_mode) for p in table.rglob("*")
+    )
+    return calls, modes
+
+
+def test_a_local_lakes_commits_start_no_chmod_or_readlink_and_leave_the_same_files(
+    tmp_path: Path,
+) -> None:
+    """zync's local file system (jvm/src/zync/spark/ShelllessRawLocalFileSystem.java):
+    Hadoop's, less a child process per created file and per commit's rename; the same
+    files with the same modes as Hadoop's own leaves."""
+    hadoops, hadoop_modes = _commit_twice(tmp_path, "hadoop")
+    assert any(c.startswith("chmod ") for c in hadoops), hadoops  # the spies see Hadoop's
+    assert any(c.startswith("readlink ") for c in hadoops), hadoops
+    zyncs, zync_modes = _commit_twice(tmp_path, "zync")
+    assert zyncs == []
+    assert zync_modes == hadoop_modes

@@ -457,3 +457,36 @@ def test_a_pass_bounds_its_merge_by_its_keys_range_whatever_the_keys_hold(
     assert [(r["price"], r["__END_AT"]) for r in history] == [
         (Decimal("1.50"), 900), (Decimal("9.99"), None),
     ]  # fmt: skip
+
+
+def _vectors_added(path: str) -> int:
+    """How many files the table's commits added with a deletion vector."""
+    log = Path(path.removeprefix("file:")) / "_delta_log"
+    actions = (json.loads(line) for f in sorted(log.glob("*.json")) for line in f.open())
+    return sum(1 for a in actions if (a.get("add") or {}).get("deletionVector"))
+
+
+@pytest.mark.parametrize("from_bytes", ["default", 0])
+def test_a_small_tables_merge_rewrites_its_files_a_large_ones_marks_deletion_vectors(
+    tables: Tables, monkeypatch: pytest.MonkeyPatch, from_bytes: str | int
+) -> None:
+    """A table under apply.DELETION_VECTORS_FROM_BYTES (these few rows) has the files its
+    MERGE touches rewritten; at or over it (here: a threshold of 0), the changed rows are
+    marked with deletion vectors. The rows are the same either way."""
+    from zync_assets.tables import apply
+
+    if from_bytes != "default":
+        monkeypatch.setattr(apply, "DELETION_VECTORS_FROM_BYTES", from_bytes)
+    tables.send_changes([change("c", 10 + i, None, row(i, f"n{i}")) for i in range(1, 5)])
+    tables.apply()
+    tables.send_changes(
+        [change("u", 20, row(2, "n2"), row(2, "two")), change("d", 30, row(3, "n3"), None)]
+    )
+    tables.apply()
+    assert [(r["id"], r["name"]) for r in tables.rows("items")] == [
+        (1, "n1"),
+        (2, "two"),
+        (4, "n4"),
+    ]
+    added = _vectors_added(table_path("items"))
+    assert added == 0 if from_bytes == "default" else added > 0, added

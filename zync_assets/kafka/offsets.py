@@ -15,11 +15,17 @@ from zync_assets.kafka import clients
 
 # A partition whose leader is moving (a broker restart, a managed service's failover)
 # answers ListOffsets with these until the new leader is known, within moments: asked
-# again, not reported as an outage.
+# again, not reported as an outage. A client that saw the partition before the restart
+# holds a leader epoch the restarted broker has not loaded yet (UNKNOWN_LEADER_EPOCH, CI
+# 2026-12-03) or an older one (FENCED_LEADER_EPOCH); a new leader not yet caught up says
+# OFFSET_NOT_AVAILABLE.
 _LEADER_MOVING = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.OFFSET_NOT_AVAILABLE,
 }
 _ASK_AGAIN_S = 0.25
 T = TypeVar("T")

@@ -109,6 +109,16 @@ def pool_version(path: str) -> int | None:
     return version
 
 
+def table_bytes(path: str, version: int) -> int | None:
+    """The bytes of the table's data files at `version`, from the checksum file Delta
+    writes beside each commit (None: no such file, say a writer that skips them)."""
+    text = lake_store.read_text(lake_store.join(path, "_delta_log", f"{version:020d}.crc"))
+    try:
+        return int(json.loads(text or "")["tableSizeBytes"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def commit_file(path: str, version: int) -> str:
     """Where commit `version` of the table at `path` is (a file or an object)."""
     return lake_store.join(path, "_delta_log", f"{version:020d}.json")

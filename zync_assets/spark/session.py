@@ -209,6 +209,8 @@ def spark_session(
     hadoop = session.sparkContext._jsc.hadoopConfiguration()
     for key, value in lake_keys(lake).items():
         hadoop.set(key, value)
+    if master.startswith("local") and os.environ.get("ZYNC_SPARK_LOCAL_FS") != "hadoop":
+        _use_shellless_local_files(session)
     session.sparkContext.setLogLevel("ERROR")
     register_functions(session)
     quiet_query_errors()
@@ -271,6 +273,31 @@ def scheduler_pool(spark: SparkSession) -> str | None:
     if is_remote(spark):
         return None
     return spark.sparkContext.getLocalProperty("spark.scheduler.pool")
+
+
+# Hadoop's local file system, less a child process per call: without Hadoop's native
+# library (PySpark ships none) it runs `chmod` for each file and folder it creates and
+# `readlink` twice for each rename through a FileContext (each Delta commit), about 30 ms
+# each on two cores: over a second of a lake table's 2.3 s pass (jvm/src/zync/spark/
+# ShelllessRawLocalFileSystem.java). Set once the driver runs: the launcher reads its
+# jars through the file system before zync's jar is on its class path. Local masters
+# only, where the executors share the driver's JVM. ZYNC_SPARK_LOCAL_FS=hadoop keeps
+# Hadoop's own (to compare).
+_LOCAL_FILES = {
+    "fs.file.impl": "zync.spark.LocalFileSystem",
+    "fs.AbstractFileSystem.file.impl": "zync.spark.LocalFs",
+}
+
+
+def _use_shellless_local_files(session: SparkSession) -> None:
+    """Point the session's Hadoop configuration at zync's local file system, and drop the
+    cached one Spark's start-up made (FileSystem.get would keep returning it)."""
+    jvm = session.sparkContext._jvm
+    assert jvm is not None
+    hadoop = session.sparkContext._jsc.hadoopConfiguration()
+    for key, value in _LOCAL_FILES.items():
+        hadoop.set(key, value)
+    jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"), hadoop).close()
 
 
 def is_remote(spark: SparkSession) -> bool:

@@ -29,7 +29,7 @@ from zync_assets.core.errors import ConcurrentWriter, ZyncError
 from zync_assets.core.offsets import Offsets
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.delta_writes import CONCURRENT_WRITE, append_once
-from zync_assets.lake.pools import pool_exists, table_changes_path, table_path
+from zync_assets.lake.pools import pool_exists, table_bytes, table_changes_path, table_path
 from zync_assets.spark.catalog import register_table
 from zync_assets.spark.session import pinned, pins, session_conf, sized_work, unpin
 from zync_assets.specs.model import Spec
@@ -69,6 +69,11 @@ from zync_assets.tables.state import (
 
 LOGGED_AT = "__LOGGED_AT"
 PRUNE_EVERY = 50  # runs between prunings of the change log's expired entries
+# A MERGE into a table smaller than this rewrites the files it touches instead of giving
+# them deletion vectors: a vector is a file and a commit action more, 0.5 s of a 1.4 s
+# MERGE of 50 rows into a small table (2 cores), where rewriting a file of a few MiB costs
+# milliseconds; a large table's vectors save rewriting most of it (bench/tables_bench.py).
+DELETION_VECTORS_FROM_BYTES = 8 * 2**20
 TABLE_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableDeletionVectors": "true",
@@ -296,7 +301,8 @@ def _apply(
         if created and not logs:  # SCD1, no delete, no truncate: rows into an empty table
             _append_first(compiled, columns, changes, run, meta)
         else:
-            _merge(spark, compiled, columns, changes, run, meta, cuts)
+            vectors = _deletion_vectors(path, state)
+            _merge(spark, compiled, columns, changes, run, meta, cuts, vectors)
     except Exception as exc:
         if "INVALID_VARIANT_CAST" not in str(exc):
             raise
@@ -515,9 +521,16 @@ def _append_first(
     )  # fmt: skip
 
 
+def _deletion_vectors(path: str, state: TableState) -> bool:
+    """Whether the pass's MERGE marks the rows it changes with deletion vectors (a table of
+    DELETION_VECTORS_FROM_BYTES or more, or of a size not known) or rewrites their files."""
+    size = None if state.version is None else table_bytes(path, state.version)
+    return size is None or size >= DELETION_VECTORS_FROM_BYTES
+
+
 def _merge(
     spark: SparkSession, compiled: CompiledTable, columns: Columns, changes: DataFrame,
-    run: int, meta: str, cuts: list[str],
+    run: int, meta: str, cuts: list[str], vectors: bool = True,
 ) -> None:  # fmt: skip
     table = compiled.table
     settings = {
@@ -528,6 +541,7 @@ def _merge(
         # The MERGE's source is pinned already (a local checkpoint: stable between its
         # two scans), so Delta's own copy of it is a job for nothing: one of a pass's 13.
         "spark.databricks.delta.merge.materializeSource": "none",
+        "spark.databricks.delta.merge.deletionVectors.persistent": str(vectors).lower(),
     }
     try:
         with pins() as pin, session_conf(spark, settings):
