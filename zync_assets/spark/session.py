@@ -289,6 +289,15 @@ _LOCAL_FILES = {
 }
 
 
+def local_files_conf() -> dict[str, str]:
+    """The Spark properties that give a JVM zync's local file system from its start (the
+    stack's Spark Connect server: zync's jar goes on its class path too), unless
+    ZYNC_SPARK_LOCAL_FS=hadoop."""
+    if os.environ.get("ZYNC_SPARK_LOCAL_FS") == "hadoop":
+        return {}
+    return {f"spark.hadoop.{key}": value for key, value in _LOCAL_FILES.items()}
+
+
 def _use_shellless_local_files(session: SparkSession) -> None:
     """Point the session's Hadoop configuration at zync's local file system, and drop the
     cached one Spark's start-up made (FileSystem.get would keep returning it)."""

@@ -17,10 +17,11 @@ from pathlib import Path
 import pyspark
 
 from zync_assets.core.settings import CatalogSettings
+from zync_assets.jars import functions_jar
 from zync_assets.lake.store import lake_uri, spark_conf_for_lake
 from zync_assets.spark.catalog import metastore_conf
 from zync_assets.spark.connect import server_answers
-from zync_assets.spark.session import SPARK_LOG4J2, spark_conf, spark_jars
+from zync_assets.spark.session import SPARK_LOG4J2, local_files_conf, spark_conf, spark_jars
 from zync_assets.stack.java import find_java
 from zync_assets.stack.process import Running, Service
 
@@ -43,6 +44,9 @@ def server_command(port: int, warehouse: Path, catalog: CatalogSettings | None =
     lake = lake_uri()
     metastore = metastore_conf(catalog, lake) if catalog is not None else {}
     conf = spark_conf_for_lake(lake) | metastore | spark_conf()  # the server writes the lake
+    if files := local_files_conf():  # its launcher opens the file system: zync's jar first
+        class_path = [str(functions_jar()), conf.get("spark.driver.extraClassPath", "")]
+        conf |= files | {"spark.driver.extraClassPath": ":".join(p for p in class_path if p)}
     java_options = f"-Dlog4j2.configurationFile={SPARK_LOG4J2}"
     if conf.get("spark.driver.extraJavaOptions"):
         java_options += " " + conf["spark.driver.extraJavaOptions"]
