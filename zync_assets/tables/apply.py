@@ -70,9 +70,10 @@ from zync_assets.tables.state import (
 LOGGED_AT = "__LOGGED_AT"
 PRUNE_EVERY = 50  # runs between prunings of the change log's expired entries
 # A MERGE into a table smaller than this rewrites the files it touches instead of giving
-# them deletion vectors: a vector is a file and a commit action more, 0.5 s of a 1.4 s
-# MERGE of 50 rows into a small table (2 cores), where rewriting a file of a few MiB costs
-# milliseconds; a large table's vectors save rewriting most of it (bench/tables_bench.py).
+# them deletion vectors: a vector is a file and a commit action more, where rewriting a
+# file of a few MiB costs milliseconds (the tables stage of 12 small tables took 0.92
+# times as long: bench/small_merge_bench.py); a large table's vectors save rewriting
+# most of it (bench/tables_bench.py).
 DELETION_VECTORS_FROM_BYTES = 8 * 2**20
 TABLE_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
