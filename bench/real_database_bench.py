@@ -120,7 +120,7 @@ def sizes(chosen: list[db.Table], rows: int, small_rows: int) -> dict[str, int]:
     small = {t.name: min(TOASTED_ROWS, small_rows) if t.shape == "toasted" else small_rows
              for t in chosen if t.name not in BIG}  # fmt: skip
     big = [t.name for t in chosen if t.name in BIG]
-    each = max(1_000, (rows - sum(small.values())) // max(1, len(big)))
+    each = max(1_000, -(-(rows - sum(small.values())) // max(1, len(big))))  # rounded up
     return small | {name: each for name in big}
 
 

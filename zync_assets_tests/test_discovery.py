@@ -94,6 +94,32 @@ def test_a_running_pipeline_takes_new_topics_from_their_first_offset_once(
     assert [ch.gone for ch in heard.changes if ch.gone] == [{"Mirror": [b]}]
 
 
+def test_a_pipeline_says_once_which_topics_its_pattern_leaves_to_another_spec(
+    spark, stack: Stack, tmp_path: Path, lake: Path
+) -> None:
+    """A topic feeds one pool: the pattern's pool reads every table but the one a second
+    spec names for a pool of its own, and the first pass says so, the passes after not."""
+    prefix = f"pao{uuid.uuid4().hex[:6]}"
+    a, b = f"{prefix}.public.a", f"{prefix}.public.b"
+    produce_json(stack, a, rows(2))
+    produce_json(stack, b, rows(1))
+    other = tmp_path / "other.yaml"
+    other.write_text(f"inputs:\n  - {{topic: {b}, pool: Other, format: json}}\n")
+    specs = [load_spec(spec_of(tmp_path, prefix)), load_spec(other)]
+    heard = Heard()
+    pipe = Pipeline(spark, specs, stack.kafka, Registry(stack.registry_settings),
+                    stages=("ingest",))  # fmt: skip
+    pipe.pass_once(heard)
+    pipe.pass_once(heard)
+    said = [line for changes in heard.changes for line in changes.lines()]
+    assert said == [
+        f"pool Mirror: mirror.yaml's pattern '{prefix}\\.public\\..*' leaves {b} to pool "
+        "Other, where other.yaml names them (a topic feeds one pool): mirror.yaml's rules and "
+        "lake tables skip them; name them for pool Mirror in other.yaml to have both"
+    ]
+    assert per_topic(spark, lake) == Counter({(a, 0): 1, (a, 1): 1})  # b went to Other
+
+
 def test_dagsters_sensor_takes_a_new_topic_and_shows_it_under_its_pattern(
     spark, stack: Stack, tmp_path: Path, lake: Path
 ) -> None:

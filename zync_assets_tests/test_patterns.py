@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from zync_assets.core.errors import ZyncError
-from zync_assets.ingest.discovery import Changes, _changes, raw_pool_topics
+from zync_assets.ingest.discovery import Changes, _changes, passed_over, raw_pool_topics
 from zync_assets.specs.model import load_spec
 from zync_assets.specs.patterns import TopicPattern, matching_topics
 
@@ -107,3 +107,49 @@ def test_a_topic_two_pools_patterns_take_feeds_the_first(tmp_path: Path) -> None
 
     pools = raw_pool_topics(load_specs(tmp_path), ["shop.orders", "bar.orders", "shop.items"])
     assert pools == {"First": ["shop.items", "shop.orders"], "Second": ["bar.orders"]}
+
+
+WHOLE = """
+inputs:
+  - {topics: 'db\\.public\\..*', pool: Whole}
+transforms:
+  - {type: mirror, topics: 'db\\.public\\..*', out: 'wh_{table}', pool: WholeOut}
+"""
+VIEWS = """
+inputs:
+  - {topic: db.public.a, pool: POOL}
+  - {topic: db.public.b, pool: POOL}
+outputs:
+  - {topic: ab, pool: ViewsStaging}
+transforms:
+  - type: view
+    inputs: {a: db.public.a, b: db.public.b}
+    key: id
+    out: ab
+    sql: SELECT a.after:id::bigint AS id FROM a JOIN b ON a.after:id = b.after:id
+"""
+
+
+def test_a_pattern_that_another_spec_takes_topics_from_says_so(tmp_path: Path) -> None:
+    """A topic feeds one pool: a whole-database spec beside a view spec that names two of
+    its tables for a pool of its own would lose their lake tables and mirror, silently."""
+    (tmp_path / "whole.yaml").write_text(WHOLE)
+    (tmp_path / "views.yaml").write_text(VIEWS.replace("POOL", "ViewsRaw"))
+    whole, views = load_spec(tmp_path / "whole.yaml"), load_spec(tmp_path / "views.yaml")
+    assert raw_pool_topics([whole, views], ["db.public.a", "db.public.b", "db.public.c"]) == {
+        "Whole": ["db.public.c"], "ViewsRaw": ["db.public.a", "db.public.b"],
+    }  # fmt: skip
+    assert passed_over([whole, views]) == [
+        "pool Whole: whole.yaml's pattern 'db\\.public\\..*' leaves db.public.a, db.public.b "
+        "to pool ViewsRaw, where views.yaml names them (a topic feeds one pool): whole.yaml's "
+        "rules and lake tables skip them; name them for pool Whole in views.yaml to have both"
+    ]
+    # Named for the pattern's own pool, both specs read them: nothing to say.
+    (tmp_path / "views.yaml").write_text(VIEWS.replace("POOL", "Whole"))
+    views = load_spec(tmp_path / "views.yaml")
+    assert raw_pool_topics([whole, views], ["db.public.a", "db.public.c"])["Whole"] == [
+        "db.public.a", "db.public.b", "db.public.c",
+    ]  # fmt: skip
+    assert passed_over([whole, views]) == []
+    # One spec routing its own topic elsewhere meant it (the test above): nothing said.
+    assert passed_over([load_spec(write(tmp_path, SPEC))]) == []

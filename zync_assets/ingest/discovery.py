@@ -94,16 +94,51 @@ def topics_now(specs: list[Spec], kafka: KafkaSettings) -> dict[str, list[str]]:
     return raw_pool_topics(specs, topic_names(kafka) if wanted else None)
 
 
+def passed_over(specs: list[Spec]) -> list[str]:
+    """A line for each pattern that matches topics another spec names for another pool.
+    A topic feeds one pool, so the pattern's pool never reads them, and the rules and
+    lake tables of the pattern's spec never see them: with a whole-database spec, the
+    tables a view spec names for a pool of its own would be missing from the lake and the
+    warehouse without a word."""
+    lines = []
+    for spec in specs:
+        for pattern in spec.patterns:
+            taken = {(r.topic, r.pool, other.path.name) for other in specs if other is not spec
+                     for r in other.inputs if r.pool != pattern.pool and pattern.matches(r.topic)}  # fmt: skip
+            for pool, names in _by_pool(taken).items():
+                topics, where = ", ".join(sorted(t for t, _ in names)), names[0][1]
+                lines.append(
+                    f"pool {pattern.pool}: {spec.path.name}'s pattern '{pattern.pattern}' "
+                    f"leaves {topics} to pool {pool}, where {where} names them (a topic "
+                    f"feeds one pool): {spec.path.name}'s rules and lake tables skip them; "
+                    f"name them for pool {pattern.pool} in {where} to have both"
+                )
+    return lines
+
+
+def _by_pool(taken: set[tuple[str, str, str]]) -> dict[str, list[tuple[str, str]]]:
+    grouped: dict[str, list[tuple[str, str]]] = {}
+    for topic, pool, spec_name in sorted(taken):
+        grouped.setdefault(pool, []).append((topic, spec_name))
+    return grouped
+
+
 @dataclass
 class Changes:
-    """What one discovery found that the one before did not, and what it no longer found."""
+    """What one discovery found that the one before did not, and what it no longer found;
+    the first discovery also says which topics patterns pass over (passed_over)."""
 
     appeared: dict[str, list[str]] = field(default_factory=dict)  # pool -> topics
     gone: dict[str, list[str]] = field(default_factory=dict)
+    passed_over: list[str] = field(default_factory=list)  # passed_over's lines
+
+    def __bool__(self) -> bool:
+        return bool(self.appeared or self.gone or self.passed_over)
 
     def lines(self) -> list[str]:
         """One line per pool and change, for a person."""
         return [
+            *self.passed_over,
             *(f"pool {pool}: new topics {', '.join(ts)} (read from their first offset)"
               for pool, ts in sorted(self.appeared.items())),
             *(f"pool {pool}: topics {', '.join(ts)} are gone from Kafka; the pool keeps "
@@ -130,6 +165,8 @@ class Discovery:
             return self._pools, Changes()
         found = topics_now(self.specs, self.kafka)
         changes = _changes(self._pools, found)
+        if self._pools is None:
+            changes.passed_over = passed_over(self.specs)
         self._pools, self._asked_at = found, now
         return found, changes
 

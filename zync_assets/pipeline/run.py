@@ -279,7 +279,7 @@ class Pipeline:
         if self._discovery is None:
             self._discovery = Discovery(self.specs, self.kafka, current().discovery_interval_s)
         pools, changes = self._discovery.pools()
-        if changes.appeared or changes.gone:
+        if changes:
             reporter.discovered(changes)
         every = [t for topics in pools.values() for t in topics]
         formats: dict[str, WireFormat] = {}
