@@ -18,9 +18,11 @@ log append is then a no-op, and the fold drops the duplicates.
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
 from dataclasses import dataclass, field, replace
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -427,7 +429,7 @@ def _ensure_tables(
         _empty(spark, path, wanted)
     elif not pool_exists(path):
         props = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
-        _create(spark, table.name, (
+        _create(spark, table.name, path, (
             f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({_ddl(wanted)}) USING delta "
             f"CLUSTER BY ({', '.join(table.keys)}) TBLPROPERTIES ({props})"
         ))  # fmt: skip
@@ -450,21 +452,46 @@ def _ensure_tables(
         _create(
             spark,
             table.name,
+            log,
             f"CREATE TABLE IF NOT EXISTS delta.`{log}` ({_ddl(logged)}) USING delta",
         )
 
 
-def _create(spark: SparkSession, name: str, statement: str) -> None:
-    """Run a CREATE TABLE IF NOT EXISTS of table `name` or its change log. Two writers
-    creating it at once (two pipelines' first pass) both pass IF NOT EXISTS, and Delta
-    refuses the second commit of version 0: that pass writes nothing and says so."""
+def _create(spark: SparkSession, name: str, path: str, statement: str) -> None:
+    """Run a CREATE TABLE IF NOT EXISTS of table `name` or its change log at `path`. Two
+    writers creating it at once (two pipelines' first pass) both pass IF NOT EXISTS, and
+    Delta refuses the second commit of version 0 — or, seen once in a full suite run,
+    refuses the loser's "non-empty location" while the winner's first commit lands. Either
+    way that pass writes nothing and says so; a non-empty folder that never becomes a
+    table keeps Delta's own error."""
     try:
         spark.sql(statement)
     except CONCURRENT_WRITE as exc:
-        raise ConcurrentWriter(
-            f"another writer created table {name} at the same time; this pass wrote "
-            "nothing: the next one applies its events"
-        ) from exc
+        raise _created_beside(name) from exc
+    except AnalysisException as exc:
+        if exc.getCondition() != _NON_EMPTY_LOCATION or not _created_by_another(path):
+            raise
+        raise _created_beside(name) from exc
+
+
+_NON_EMPTY_LOCATION = "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"
+
+
+def _created_by_another(path: str, patience_s: float = 10.0) -> bool:
+    """Whether a table appears at `path` within `patience_s` (the racing winner's commit)."""
+    deadline = time.monotonic() + patience_s
+    while not pool_exists(path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def _created_beside(name: str) -> ConcurrentWriter:
+    return ConcurrentWriter(
+        f"another writer created table {name} at the same time; this pass wrote "
+        "nothing: the next one applies its events"
+    )
 
 
 def _empty(spark: SparkSession, path: str, columns: dict[str, str]) -> None:
