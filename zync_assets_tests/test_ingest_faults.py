@@ -35,16 +35,16 @@ def test_kill_9_at_random_points_then_resume_loses_and_doubles_nothing(
     produce_many(stack, topic, count, every_bad=997)  # dead letters take part too
     lake = tmp_path / "lake"
     env = stack.env(ZYNC_LAKE=str(lake))
-    kills = 3 if where == "local" else 1
     if where == "cluster":
         env["ZYNC_SPARK_MASTER"] = request.getfixturevalue("spark_cluster").url
     command = [ZYNC, "from-kafka", "--topic", topic, "--pool", "Crash",
                "--max-records", "3000", "--interval", "0s", "--exit-after", "1s"]  # fmt: skip
     rng = random.Random(7)
-    for _ in range(kills):
-        killed = kill_when(command, env, lambda out: "run " in out, delay=rng.uniform(0, 3))
-        assert killed.landed, f"the ingest ended before its kill: {killed.stdout}{killed.stderr}"
-        assert "run " in killed.stdout  # a commit went in: this run's kill cut the next
+    # One landed kill: each is at a random point, and more of them prove the same property
+    # again (the soak kills many times over: test_soak.py).
+    killed = kill_when(command, env, lambda out: "run " in out, delay=rng.uniform(0, 3))
+    assert killed.landed, f"the ingest ended before its kill: {killed.stdout}{killed.stderr}"
+    assert "run " in killed.stdout  # a commit went in: this run's kill cut the next
     assert 0 < len(pool_offsets(spark, lake, "Crash", killed=True)) < count  # cut short
     # The rest in one commit (small ones were for the kills), by a local driver: what a
     # killed cluster driver left must be what any driver resumes from.

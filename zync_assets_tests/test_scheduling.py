@@ -45,3 +45,12 @@ def test_work_goes_out_longest_unit_first_and_a_group_stays_together() -> None:
     assert longest_units_first(nodeids, {}, recorded) == ids(
         "test_cluster.py::one", "test_cluster.py::two", "test_a.py::long", "test_a.py::short"
     )
+
+
+def test_the_tests_that_run_last_go_out_after_every_other_unit() -> None:
+    last = next(iter(scheduling.LAST))  # a real entry: the list the suite orders by
+    nodeids = ids("test_a.py::short", last, "test_a.py::long")
+    recorded = {"test_a.py::short": 1.0, last: 500.0, "test_a.py::long": 50.0}
+    assert longest_units_first(nodeids, {}, recorded) == ids(
+        "test_a.py::long", "test_a.py::short", last
+    )

@@ -148,12 +148,20 @@ def recorded_durations() -> dict[str, float]:
 def longest_units_first(
     nodeids: list[str], marks: dict[str, set[str]], recorded: dict[str, float]
 ) -> list[str]:
-    """The node ids reordered so that units (groups and lone tests) come longest first;
-    a group's tests keep their order among themselves."""
+    """The node ids reordered so that units (groups and lone tests) come longest first,
+    the units of LAST's tests after all the others (longest first among themselves); a
+    group's tests keep their order among themselves."""
 
     unit_seconds: dict[str, float] = {}
+    unit_last: dict[str, bool] = {}
     for nodeid in nodeids:
         unit = unit_of(nodeid)
         unit_seconds[unit] = unit_seconds.get(unit, 0.0) + _seconds(nodeid, marks, recorded)
+        unit_last[unit] = unit_last.get(unit, True) and runs_last(nodeid)
     order = {nodeid: i for i, nodeid in enumerate(nodeids)}
-    return sorted(nodeids, key=lambda n: (-unit_seconds[unit_of(n)], unit_of(n), order[n]))
+
+    def place(nodeid: str) -> tuple[bool, float, str, int]:
+        unit = unit_of(nodeid)
+        return unit_last[unit], -unit_seconds[unit], unit, order[nodeid]
+
+    return sorted(nodeids, key=place)
