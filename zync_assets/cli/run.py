@@ -156,6 +156,7 @@ def _run(
         Registry(current().registry),
         max_records=max_records,
         shaper=shaper,
+        paced_tables=keep_going,  # a single pass applies every table before it exits
         maintenance=(
             Maintenance(spark, MaintenancePolicy(compact_every=compact_every))
             if compact_every > 0
@@ -215,7 +216,12 @@ def _run(
 def report_timing(result: PassResult, lane: str = "") -> None:
     if result.did_work:
         stages = ", ".join(f"{stage} {seconds:.2f}s" for stage, seconds in result.seconds.items())
-        click.echo(f"{lane}pass: {sum(result.seconds.values()):.2f}s ({stages})")
+        waiting = (
+            f"; {result.tables_waiting} lake tables wait for the next pass"
+            if result.tables_waiting
+            else ""
+        )
+        click.echo(f"{lane}pass: {sum(result.seconds.values()):.2f}s ({stages}){waiting}")
 
 
 def _pools(specs: list[Spec]) -> set[str]:

@@ -11,6 +11,11 @@ listings, no Spark job.
 thread, so that a change on its way to the warehouse never waits behind a MERGE. Each
 loop reads what the other committed; nothing else passes between them.
 
+A following pipeline paces its lake tables (`paced_tables`): they get as long as the
+pass's warehouse path took (at least TABLES_FLOOR_S), the ones applied longest ago first,
+and the rest wait for the next pass, so that a pass over many tables never stands long
+in front of the next change to the warehouse.
+
 The lake tables with new events are applied TABLE_WORKERS at a time, each on a session of
 its own (`_in_parallel`): a table's pass is mostly Spark's fixed cost (planning, a few
 small jobs, a Delta commit), which two tables' passes overlap on two cores.
@@ -89,6 +94,14 @@ FAILED_RETRY_S = 60.0
 # (bench/results/table_pass.json); four at a time were no faster than two (by hand).
 TABLE_WORKERS = 2
 
+# With --follow, a pass's lake tables take at most as long as the warehouse path before
+# it did (never less than this), and the tables left wait for the next pass, those
+# applied longest ago first: on two cores, 60 tables' MERGEs (62 s of a 100 s pass under
+# load, bench/results/real_database.json) would otherwise stand in front of every next
+# change to the warehouse. A table not yet timed counts as TABLE_GUESS_S.
+TABLES_FLOOR_S = 5.0
+TABLE_GUESS_S = 1.0
+
 # A pass's stages, in order; `Pipeline.stages` names those its passes run.
 STAGES = ("ingest", "etl", "to-kafka", "tables", "maintenance")
 LAKE_TABLES = ("tables", "maintenance")  # the tables' upkeep
@@ -131,6 +144,7 @@ class PassResult:
     conflicts: int = 0
     failures: dict[str, str] = field(default_factory=dict)  # what → its one-line reason
     seconds: dict[str, float] = field(default_factory=dict)  # per stage: ingest, etl, to-kafka, …
+    tables_waiting: int = 0  # lake tables with new events left for the next pass (paced)
 
     @property
     def did_work(self) -> bool:
@@ -156,6 +170,9 @@ class Pipeline:
     maintenance: Maintenance | None = None  # None: pools are left as committed
     stages: Sequence[str] = STAGES
     table_workers: int = TABLE_WORKERS  # lake tables applied at a time (1: one after another)
+    # Lake tables paced to the warehouse path (TABLES_FLOOR_S): for passes that follow one
+    # another; a single pass (and a loop of the tables alone) applies every one.
+    paced_tables: bool = False
     # Delta versions each stage last saw of its input pools (None: not run yet).
     _etl_saw: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
     _etl_pending_since: dict[str, float] = field(default_factory=dict)
@@ -168,6 +185,8 @@ class Pipeline:
     _cleared: set[str] = field(default_factory=set)  # failures this pipeline has cleared
     _discovery: Discovery | None = None
     _table_sessions: list[SparkSession] = field(default_factory=list)  # for table_workers
+    _table_applied_at: dict[str, float] = field(default_factory=dict)  # table → clock()
+    _table_seconds: dict[str, float] = field(default_factory=dict)  # table → its last pass
     _own_session: bool = False  # `spark` is a lane session this pipeline made (and ends)
 
     def pass_once(
@@ -234,8 +253,10 @@ class Pipeline:
     def _apply_all_tables(self, reporter: PipelineReporter, result: PassResult) -> bool:
         if not any(spec.keeps_tables() for spec in self.specs):
             return False
+        # The tables' share of a paced pass: as long as the warehouse path before them.
+        share_ends = self.clock() + max(TABLES_FLOOR_S, sum(result.seconds.values()))
         for spec in self.specs:
-            self._apply_tables(spec, reporter, result)
+            self._apply_tables(spec, reporter, result, share_ends)
         return True
 
     def _maintain(self, reporter: PipelineReporter, result: PassResult) -> bool:
@@ -376,7 +397,9 @@ class Pipeline:
             if synced.topic in by_topic:
                 reporter.synced(spec, by_topic[synced.topic], synced)
 
-    def _apply_tables(self, spec: Spec, reporter: PipelineReporter, result: PassResult) -> None:
+    def _apply_tables(
+        self, spec: Spec, reporter: PipelineReporter, result: PassResult, share_ends: float
+    ) -> None:
         tables = self._contained(
             f"spec {spec.name}", "tables", reporter, result, partial(self._lake_tables, spec)
         )
@@ -396,15 +419,37 @@ class Pipeline:
                 continue  # no pool yet, or nothing committed to it since the last pass
             if not self._waits_to_retry(f"table {table.name}"):
                 due.append((compiled, version))
+        if self.paced_tables:
+            due, waiting = self._within_the_tables_share(due, share_ends - self.clock())
+            result.tables_waiting += waiting
         applied = self._in_parallel([compiled for compiled, _ in due], dt.datetime.now(dt.UTC))
         for (compiled, version), outcome in zip(due, applied, strict=True):
             table = compiled.table
+            self._table_applied_at[table.name] = self.clock()
             done = self._contained(f"table {table.name}", "tables", reporter, result, outcome)
             if done is None:
                 continue
             self._table_saw[table.name] = version
             result.tabled.append(done)
             reporter.tabled(spec, done)
+
+    def _within_the_tables_share(
+        self, due: list[tuple[CompiledTable, int]], share: float
+    ) -> tuple[list[tuple[CompiledTable, int]], int]:
+        """The tables this pass applies — those applied longest ago first, as many as fit
+        in `share` seconds by their last passes' (always one per worker, so that every
+        table gets its turn) — and how many wait for the next pass."""
+        workers = max(1, self.table_workers)
+        oldest_first = sorted(
+            due, key=lambda d: self._table_applied_at.get(d[0].table.name, float("-inf"))
+        )
+        spent, chosen = 0.0, 0
+        for compiled, _ in oldest_first:
+            cost = self._table_seconds.get(compiled.table.name, TABLE_GUESS_S) / workers
+            if chosen >= workers and spent + cost > share:
+                break
+            spent, chosen = spent + cost, chosen + 1
+        return oldest_first[:chosen], len(due) - chosen
 
     def _in_parallel(
         self, tables: list[CompiledTable], now: dt.datetime
@@ -416,7 +461,7 @@ class Pipeline:
         to the session that compiled them (the server keeps them per session; another
         session's MERGE fails with DATAFRAME_NOT_FOUND)."""
         if len(tables) < 2 or self.table_workers < 2 or is_remote(self.spark):
-            return [partial(apply_table, self.spark, c, now, self.registry) for c in tables]
+            return [partial(self._timed, self.spark, c, now) for c in tables]
         if not self._table_sessions:  # each its own SQL conf; the JVM and cache shared
             self._table_sessions = [lane_session(self.spark) for _ in range(self.table_workers)]
         free: queue.SimpleQueue[SparkSession] = queue.SimpleQueue()
@@ -429,7 +474,7 @@ class Pipeline:
             try:
                 if pool is not None:
                     in_scheduler_pool(session, pool)
-                return apply_table(session, compiled, now, self.registry)
+                return self._timed(session, compiled, now)
             finally:
                 free.put(session)
 
@@ -440,6 +485,14 @@ class Pipeline:
                 for compiled in tables
             ]
         return [future.result for future in futures]
+
+    def _timed(self, spark: SparkSession, compiled: CompiledTable, now: dt.datetime) -> TableResult:
+        """The table's pass, its seconds kept for pacing (`_within_the_tables_share`)."""
+        started = self.clock()
+        try:
+            return apply_table(spark, compiled, now, self.registry)
+        finally:
+            self._table_seconds[compiled.table.name] = self.clock() - started
 
     def _lake_tables(self, spec: Spec) -> tuple[list[CompiledTable], dict[str, str]]:
         """The spec's tables now (a pattern's grow as topics appear), each checked against
