@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
@@ -24,8 +24,10 @@ from zync_assets.core.settings import KafkaSettings, RegistrySettings
 from zync_assets.kafka.clients import ensure_topic, producer
 from zync_assets.kafka.offsets import topic_offsets
 from zync_assets.kafka.registry import Registry
+from zync_assets.lake.pools import pool_exists, table_path
 from zync_assets.stack.registry import registry_url
 from zync_assets.stack.services import CdcPorts, StackPorts, stack_down, stack_up
+from zync_assets.tables.state import table_history
 from zync_assets_tests.support.ports import free_port
 from zync_assets_tests.support.process_tree import tree_rss_mib
 
@@ -304,3 +306,30 @@ def timed_subprocess(command: list[str], env: dict[str, str]) -> tuple[float, fl
     if proc.returncode != 0:
         raise RuntimeError(f"{command} failed: {err[-2000:]}")
     return seconds, peak, out
+
+
+def wait_until(
+    condition: Callable[[], bool], what: str, poll_s: float, timeout: float = 900.0,
+    check: Callable[[], None] | None = None,
+) -> float:  # fmt: skip
+    """Seconds until `condition()` holds, asking every `poll_s`; a TimeoutError naming
+    `what` after `timeout`. `check()`, called at each poll, raises to give up early (a
+    failed connector will not make the condition true)."""
+    started = time.monotonic()
+    while not condition():
+        if check is not None:
+            check()
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"{what}: not after {timeout:.0f} s")
+        time.sleep(poll_s)
+    return time.monotonic() - started
+
+
+def lake_applied(table: str, topic: str) -> int:
+    """The end offset of `topic` (partition 0) that lake table `table` has applied (0: no
+    table yet)."""
+    path = table_path(table)
+    if not pool_exists(path):
+        return 0
+    return max((v.cursors.get(topic, {}).get(0, 0) for v in table_history(path, table)),
+               default=0)  # fmt: skip

@@ -36,11 +36,12 @@ import random
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import psycopg
 
-from bench.common import cdc_work, machine, percentiles, publish
+from bench.common import cdc_work, machine, percentiles, publish, wait_until
 from zync_assets.core.settings import KafkaSettings
 from zync_assets.demo import whole_database as db
 from zync_assets.demo.chain import Chain
@@ -52,13 +53,8 @@ from zync_assets.stack.services import stack_down, stack_up
 TIMEOUT_S = 900.0
 
 
-def wait_until(condition, what: str, poll_s: float, timeout: float = TIMEOUT_S) -> float:
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > timeout:
-            raise TimeoutError(f"{what}: not after {timeout:.0f} s")
-        time.sleep(poll_s)
-    return time.monotonic() - started
+def lake_holds(spark, table: db.Table, rows: int) -> bool:
+    return lake_count(spark, table) == rows
 
 
 def lake_count(spark, table: db.Table) -> int:
@@ -177,7 +173,7 @@ def main() -> None:
              str(spec)], stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy(),
         )  # fmt: skip
         for table in chosen:
-            wait_until(lambda t=table: lake_count(spark, t) == args.rows, f"{table.name}", 1.0)
+            wait_until(partial(lake_holds, spark, table, args.rows), f"{table.name}", 1.0)
         snapshot_s = time.monotonic() - started
         figures["mirror.snapshot_s"] = round(snapshot_s, 1)
         figures["mirror.snapshot_rows_per_s"] = round(args.rows * len(chosen) / snapshot_s, 1)

@@ -73,11 +73,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import psycopg
 
-from bench.common import cdc_work, machine, percentiles, publish
+from bench.common import cdc_work, lake_applied, machine, percentiles, publish
+from bench.common import wait_until as common_wait_until
 from zync_assets.core.settings import KafkaSettings
 from zync_assets.demo import whole_database as db
 from zync_assets.demo.chain import Chain
@@ -87,7 +89,6 @@ from zync_assets.stack import postgres
 from zync_assets.stack.register import register_sink, register_source
 from zync_assets.stack.registry import registry_url, registry_v2_url
 from zync_assets.stack.services import stack_down, stack_up
-from zync_assets.tables.state import table_history
 from zync_assets_tests.support.process_tree import tree_rss_mib
 
 BIG = ("t06", "t12", "t18")  # plain tables: the 100,000+ rows
@@ -102,16 +103,14 @@ def wait_until(condition, what: str, poll_s: float, timeout: float = TIMEOUT_S,
                sink: tuple[Chain, str] | None = None) -> float:  # fmt: skip
     """Seconds until `condition()`; a TimeoutError after `timeout`, or as soon as connector
     `sink` (chain, name) has a failed task."""
-    started = time.monotonic()
-    while not condition():
-        if sink is not None:
-            state, tasks = sink[0].connect.state(sink[1])
-            if any(s.startswith("FAILED") for s in (state, *tasks)):
-                raise RuntimeError(f"{what}: sink {sink[1]} failed ({state}, {tasks})")
-        if time.monotonic() - started > timeout:
-            raise TimeoutError(f"{what}: not after {timeout:.0f} s")
-        time.sleep(poll_s)
-    return time.monotonic() - started
+    return common_wait_until(condition, what, poll_s, timeout,
+                             check=partial(_sink_running, *sink) if sink else None)  # fmt: skip
+
+
+def _sink_running(chain: Chain, name: str) -> None:
+    state, tasks = chain.connect.state(name)
+    if any(s.startswith("FAILED") for s in (state, *tasks)):
+        raise RuntimeError(f"sink {name} failed ({state}, {tasks})")
 
 
 def sizes(chosen: list[db.Table], rows: int, small_rows: int) -> dict[str, int]:
@@ -277,15 +276,6 @@ def warehouse_count(conn: psycopg.Connection, table: str) -> int:
         return int(conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])  # type: ignore[index]
     except psycopg.errors.UndefinedTable:
         return -1
-
-
-def lake_applied(table: str, topic: str) -> int:
-    """The end offset of `topic` (partition 0) that lake table `table` has applied."""
-    path = table_path(table)
-    if not pool_exists(path):
-        return 0
-    return max((v.cursors.get(topic, {}).get(0, 0) for v in table_history(path, table)),
-               default=0)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -50,14 +50,13 @@ import time
 
 import psycopg
 
-from bench.common import cdc_work, machine, percentiles, publish_joined
+from bench.common import cdc_work, lake_applied, machine, percentiles, publish_joined
+from bench.common import wait_until as common_wait_until
 from zync_assets.core.settings import KafkaSettings
 from zync_assets.demo.chain import Chain
 from zync_assets.kafka.offsets import high_marks, watermarks
-from zync_assets.lake.pools import table_path
 from zync_assets.stack.registry import registry_url, registry_v2_url
 from zync_assets.stack.services import stack_down, stack_up
-from zync_assets.tables.state import table_history
 from zync_assets_tests.support.ports import free_port
 
 SEED_INVOICES = 10
@@ -80,13 +79,7 @@ def seed(chain: Chain, ids: range = range(1, SEED_INVOICES + 1)) -> None:
 
 
 def wait_until(condition, what: str, poll_s: float) -> float:
-    """Seconds until `condition()` holds; TimeoutError after TIMEOUT_S."""
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > TIMEOUT_S:
-            raise TimeoutError(f"{what}: not after {TIMEOUT_S:.0f} s")
-        time.sleep(poll_s)
-    return time.monotonic() - started
+    return common_wait_until(condition, what, poll_s, TIMEOUT_S)
 
 
 def warehouse_item(chain: Chain, invoice: int) -> str | None:
@@ -98,12 +91,6 @@ def warehouse_item(chain: Chain, invoice: int) -> str | None:
         except psycopg.errors.UndefinedTable:  # the sink has not made its table yet
             return None
     return row[0] if row else None
-
-
-def lake_applied(table: str, topic: str) -> int:
-    """The end offset (partition 0) of `topic` that lake table `table` has applied."""
-    versions = table_history(table_path(table), table)
-    return max((v.cursors.get(topic, {}).get(0, 0) for v in versions), default=0)
 
 
 def trial(chain: Chain, kafka: KafkaSettings, n: int) -> tuple[float, float]:
