@@ -47,6 +47,10 @@ sink reading Debezium's own topics, no zync, into a second warehouse database (`
   load.passes, load.*_median_s  the 60-table pipeline's passes under the load (steps and
                                 hold): how many, and the median seconds of a pass and of
                                 each of its stages, from the pipeline's own pass lines
+  load.tables_waiting_median    … the lake tables a pass's pacing left for the next one
+  load.spark_jobs_per_pass      … the Spark jobs they ran over their count: the one
+                                setting the benchmark adds to the default is Spark's UI
+                                (its REST API counts the jobs; off by default)
   converged_after_load_s        the seconds from the load's end to every copy's counts
                                 equal to its source's (polled every 30 s)
   counts_mismatched             after the load: tables whose lake, zync-warehouse or bare
@@ -65,6 +69,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import re
 import statistics
@@ -72,6 +77,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -89,6 +95,7 @@ from zync_assets.stack import postgres
 from zync_assets.stack.register import register_sink, register_source
 from zync_assets.stack.registry import registry_url, registry_v2_url
 from zync_assets.stack.services import stack_down, stack_up
+from zync_assets_tests.support.ports import free_port
 from zync_assets_tests.support.process_tree import tree_rss_mib
 
 BIG = ("t06", "t12", "t18")  # plain tables: the 100,000+ rows
@@ -351,14 +358,35 @@ def capture(database: Database) -> None:
                     topic_prefix=chain.name, publication=chain.name, schema="public")  # fmt: skip
 
 
-def start_pipeline(specs: list[Path], log: Path) -> subprocess.Popen:
+def start_pipeline(specs: list[Path], log: Path, ui_port: int | None = None) -> subprocess.Popen:
+    """`zync run --follow SPECS`, its output in `log`; with `ui_port`, Spark's UI on that
+    port (the default has none), so that its REST API counts the pipeline's Spark jobs."""
+    env = os.environ.copy()
+    if ui_port is not None:
+        conf = log.with_suffix(".spark.conf")
+        conf.write_text(f"spark.ui.enabled true\nspark.ui.port {ui_port}\n")
+        env["ZYNC_SPARK_CONF"] = str(conf)
     return subprocess.Popen([ZYNC, "run", "--follow", "--no-dagster", *map(str, specs)],
-                            stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            env=os.environ.copy(), start_new_session=True)  # fmt: skip
+                            stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)  # fmt: skip
+
+
+def spark_jobs(ui_port: int) -> int | None:
+    """How many Spark jobs the pipeline has run (its newest job's id + 1), from its UI's
+    REST API; None when it does not answer."""
+    base = f"http://127.0.0.1:{ui_port}/api/v1/applications"
+    try:
+        with urllib.request.urlopen(base, timeout=10) as answer:
+            (app, *_) = json.load(answer)
+        with urllib.request.urlopen(f"{base}/{app['id']}/jobs", timeout=30) as answer:
+            jobs = json.load(answer)
+    except (OSError, ValueError):
+        return None
+    return max((job["jobId"] for job in jobs), default=-1) + 1
 
 
 def snapshot(database: Database, kafka: KafkaSettings, specs: list[Path], log: Path,
-             figures: dict[str, object]) -> subprocess.Popen:  # fmt: skip
+             figures: dict[str, object], ui_port: int) -> subprocess.Popen:  # fmt: skip
     """Debezium's snapshot with the bare sink reading, then zync's: their rows/s."""
     chain, total = database.chain, sum(database.counts.values())
     topics = [database.topic(t.name) for t in database.tables]
@@ -382,7 +410,7 @@ def snapshot(database: Database, kafka: KafkaSettings, specs: list[Path], log: P
     register_sink(chain.addresses, f"{chain.name}-sink", [], "avro",
                   topics_regex=f"{chain.name}_wh_.*")  # fmt: skip
     started = time.monotonic()
-    pipeline = start_pipeline(specs, log)
+    pipeline = start_pipeline(specs, log, ui_port)
     wait_until(lambda: all(lake_applied(database.lake_table(t.name), database.topic(t.name))
                            >= ends[database.topic(t.name)] for t in database.tables),
                "the lake tables", 5.0)  # fmt: skip
@@ -460,12 +488,15 @@ def single_changes(database: Database, kafka: KafkaSettings, trials: int,
 
 @dataclass
 class Sampler:
-    """The pipeline's RSS every 5 s and `zync status`'s seconds every 30 s, on a thread."""
+    """The pipeline's RSS every 5 s and `zync status`'s seconds every 30 s, on a thread;
+    with `ui_port`, the Spark jobs it has run, every 5 s."""
 
     pipeline: subprocess.Popen
     status_specs: list[Path]
+    ui_port: int | None = None
     rss: list[float] = field(default_factory=list)
     status: list[float] = field(default_factory=list)
+    jobs: list[int] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
@@ -476,6 +507,8 @@ class Sampler:
         last_status = 0.0
         while not self.stop.wait(5):
             self.rss.append(tree_rss_mib(self.pipeline.pid))
+            if self.ui_port is not None and (jobs := spark_jobs(self.ui_port)) is not None:
+                self.jobs.append(jobs)
             if self.status_specs and time.monotonic() - last_status >= 30:
                 last_status = time.monotonic()
                 subprocess.run([ZYNC, "status", "--format", "json", *map(str, self.status_specs)],
@@ -587,24 +620,35 @@ def run_steps(database: Database, kafka: KafkaSettings, rates: list[int], step_s
     return Stepped(steps, best, held, trace)
 
 
+# A pass line (cli/run.py's report_timing): its stages (a maintenance stage may follow
+# the tables), then how many lake tables its pacing left for the next pass.
 PASS_LINE = re.compile(
-    r"^pass: ([\d.]+)s \(ingest ([\d.]+)s, etl ([\d.]+)s, to-kafka ([\d.]+)s, tables ([\d.]+)s\)"
+    r"^pass: ([\d.]+)s \(ingest ([\d.]+)s, etl ([\d.]+)s, to-kafka ([\d.]+)s, tables ([\d.]+)s"
+    r"[^)]*\)(?:; (\d+) lake tables wait)?"
 )
 
 
 def pass_lines(log: Path) -> list[tuple[float, ...]]:
-    """(pass, ingest, etl, to-kafka, tables) seconds of each pass the pipeline logged."""
+    """(pass, ingest, etl, to-kafka, tables seconds, tables left waiting) of each pass the
+    pipeline logged."""
     found = (PASS_LINE.match(line) for line in log.read_text().splitlines())
-    return [tuple(float(g) for g in m.groups()) for m in found if m]
+    return [tuple(float(g or 0) for g in m.groups()) for m in found if m]
 
 
-def pass_figures(log: Path, skip: int) -> dict[str, object]:
-    """The passes after the first `skip`: how many, and the median seconds of each stage."""
+def pass_figures(log: Path, skip: int, jobs: int | None) -> dict[str, object]:
+    """The passes after the first `skip`: how many, the median seconds of each stage and
+    of lake tables left waiting, and (given the Spark jobs they ran) jobs per pass."""
     passes = pass_lines(log)[skip:]
     figures: dict[str, object] = {"load.passes": len(passes)}
-    for i, stage in enumerate(("pass", "ingest", "etl", "to_kafka", "tables")):
+    stages = ("pass", "ingest", "etl", "to_kafka", "tables")
+    for i, stage in enumerate(stages):
         values = [p[i] for p in passes]
         figures[f"load.{stage}_median_s"] = round(statistics.median(values), 2) if values else None
+    waiting = [p[len(stages)] for p in passes]
+    figures["load.tables_waiting_median"] = statistics.median(waiting) if waiting else None
+    figures["load.spark_jobs_per_pass"] = (
+        round(jobs / len(passes), 1) if jobs is not None and passes else None
+    )
     return figures
 
 
@@ -680,12 +724,14 @@ def main() -> None:
         specs[0].write_text(spec_text(big))
         specs[1].write_text(views_spec_text("realdb"))
         log = work.specs.parent / "pipeline.log"
-        pipeline = snapshot(big, kafka, specs, log, figures)
-        sampler = Sampler(pipeline, specs)
+        ui_port = free_port()
+        pipeline = snapshot(big, kafka, specs, log, figures, ui_port)
+        sampler = Sampler(pipeline, specs, ui_port)
         single_changes(big, kafka, args.trials, figures)
-        passes_before = len(pass_lines(log))
+        passes_before, jobs_before = len(pass_lines(log)), spark_jobs(ui_port)
         sixty = run_steps(big, kafka, rates, args.step_seconds, args.hold_seconds, args.max_lag,
                           True, (MARKER, 1))  # fmt: skip
+        jobs_after = spark_jobs(ui_port)
         sampler.stop.set()
         traces["60 tables"] = sixty.trace
         held = sixty.held or {}
@@ -699,7 +745,8 @@ def main() -> None:
             "status_max_s": round(max(sampler.status), 2) if sampler.status else None,
             "rss_max_mib": round(max(sampler.rss)) if sampler.rss else None,
         }  # fmt: skip
-        figures |= pass_figures(log, passes_before)
+        jobs = jobs_after - jobs_before if jobs_after is not None and jobs_before else None
+        figures |= pass_figures(log, passes_before, jobs)
         from zync_assets.spark.session import spark_session
 
         spark, stopped = spark_session(), time.monotonic()
@@ -780,6 +827,9 @@ def report(figures: dict[str, object]) -> None:
         f"| … of which ingest / ETL / to-kafka / lake tables, median s | "
         f"{_cell(f['load.ingest_median_s'])} / {_cell(f['load.etl_median_s'])} / "
         f"{_cell(f['load.to_kafka_median_s'])} / {_cell(f['load.tables_median_s'])} | – |",
+        f"| … Spark jobs per pass (Spark's UI on for the count); lake tables left waiting, "
+        f"median | {_cell(f['load.spark_jobs_per_pass'])}; "
+        f"{_cell(f['load.tables_waiting_median'])} | – |",
         f"| after the load stopped: converged in s | {f['converged_after_load_s']} | – |",
         f"| tables whose counts differ after the load | {f['counts_mismatched']} | |", "",
         f"Steps of {f['step_seconds']:.0f} s (a marker row every 2 s; lags in seconds):", "",
