@@ -1,14 +1,10 @@
 """`zync run`: ingest → ETL → to-kafka in one process, and a lake table in a loop of its
-own beside them (--tables-loop); continuous, reported to Dagster, exactly once under kill -9 and beside a
-second pipeline."""
+own beside them (--tables-loop); continuous and reported to Dagster. Exactly once under
+kill -9 beside a second pipeline, compacting after every commit: test_soak.py."""
 
 from __future__ import annotations
 
 import os
-import random
-import signal
-import subprocess
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -21,7 +17,7 @@ import pytest
 from zync_assets.demo.invoices import batch_lines, produce_batch, reset
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.pools import TABLES_FOLDER
-from zync_assets_tests.conftest import DEMO_TABLES, ZYNC, Stack, read_topic, rebuild_table
+from zync_assets_tests.conftest import DEMO_TABLES, Stack, read_topic, rebuild_table
 from zync_assets_tests.support.dagster_reads import latest_materialization
 
 pytestmark = pytest.mark.integration
@@ -34,16 +30,6 @@ INVOICES_TABLE = "tables:\n  - {name: invoices, source: Invoices, keys: [ID]}\n"
 def with_table(tmp_path: Path) -> Path:
     spec = tmp_path / "invoices.yaml"
     spec.write_text(INVOICES.read_text() + INVOICES_TABLE)
-    return spec
-
-
-# Two tables of one pool: each pass applies both at once (pipeline/run.py, TABLE_WORKERS).
-TWO_TABLES = INVOICES_TABLE + "  - {name: statuses, source: InvoiceStatus, keys: [ID]}\n"
-
-
-def with_two_tables(tmp_path: Path) -> Path:
-    spec = tmp_path / "invoices.yaml"
-    spec.write_text(INVOICES.read_text() + TWO_TABLES)
     return spec
 
 
@@ -64,16 +50,6 @@ def sink_table(stack: Stack) -> dict:
 def holds_batch(stack: Stack, batch: int) -> bool:
     """The sink's table is the demo's after `batch`."""
     return sink_table(stack) == DEMO_TABLES[batch]
-
-
-def start_pipeline(env: dict[str, str], err: IO[str], spec: Path) -> subprocess.Popen:
-    """`zync run --follow --tables-loop` on `spec`, compacting after every commit; its
-    stderr to `err` (a file, not a pipe: a pipe nobody reads stalls a chatty command)."""
-    return subprocess.Popen(
-        [ZYNC, "run", str(spec), "--follow", "--tables-loop", "--interval", "0.2s", "--no-dagster",
-         "--compact-every", "1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-    )  # fmt: skip
 
 
 @pytest.fixture
@@ -153,10 +129,6 @@ def test_the_pipeline_service_carries_each_batch_reports_to_dagster_and_stops_cl
     assert outcomes and set(outcomes.values()) == {"SUCCEEDED"}, outcomes
 
 
-def _ready_or_gone(pipeline: subprocess.Popen, err: IO[str]) -> bool:
-    return "spark ready" in _read(err) or pipeline.poll() is not None
-
-
 def _read(file: IO[str]) -> str:
     file.seek(0)
     return file.read()
@@ -172,95 +144,6 @@ def wait_until(
             f"{(log.read_text() if isinstance(log, Path) else _read(log))[-2000:]}"
         )
         time.sleep(0.3)
-
-
-@pytest.mark.slow
-def test_kill_9_and_a_second_pipeline_never_duplicate_or_lose_an_output(
-    spark, stack: Stack, lake: Path, tmp_path: Path
-) -> None:
-    reset(stack.kafka)
-    env = stack.env(ZYNC_LAKE=str(lake))
-    spec = with_two_tables(tmp_path)
-    rng = random.Random(17)
-    pairs = 0
-    # Both compact after every commit: compaction races both writers and the kills.
-    with tempfile.TemporaryFile("w+") as second_err:
-        second = start_pipeline(env, second_err, spec)
-        for _round in range(2):  # the first pipeline killed at a random point of its work
-            with tempfile.TemporaryFile("w+") as err:
-                first = start_pipeline(env, err, spec)
-                wait_until("spark ready", err, partial(_ready_or_gone, first, err))
-                for _ in range(3):
-                    produce_pairs(stack, range(10_000 + pairs, 10_000 + pairs + 40))
-                    pairs += 40
-                    time.sleep(rng.uniform(1, 4))
-                assert first.poll() is None, _read(err)  # the kill lands in a live pipeline
-                os.killpg(first.pid, signal.SIGKILL)
-                first.wait()
-        second.send_signal(signal.SIGTERM)  # it stops at its next stage: each commits whole
-        assert second.wait(timeout=300) == 0, _read(second_err)
-    finish = subprocess.run(
-        [ZYNC, "run", str(spec), "--no-dagster", "--compact-every", "1"],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert finish.returncode == 0, finish.stderr
-
-    # Compaction raced the writers and the kills. Raw's every commit is a file per topic;
-    # Staging gets a second file before its upkeep only when a race or a kill lands
-    # between them (compaction beside an ETL writer: test_maintenance.py).
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{lake / 'Raw'}`")
-    assert history.where("operation = 'OPTIMIZE'").count() > 0
-    staging = spark.read.format("delta").load(str(lake / "Staging"))
-    outputs = sorted(
-        r.o for r in staging.where("kind = 'output'").selectExpr("kafka.offset AS o").collect()
-    )
-    assert outputs == list(range(pairs))
-    done = staging.where("kind = 'done'").select("kafka.topic", "kafka.offset")
-    assert done.count() == done.distinct().count() == 2 * pairs
-    received = read_topic(stack, "NewInvoices")
-    assert sorted(r.value["ID"] for r in received) == list(range(10_000, 10_000 + pairs))
-    # The tables lane was killed with the rest, its two tables' passes running at once:
-    # each holds each invoice (status) once.
-    assert table_ids(spark, lake) == list(range(10_000, 10_000 + pairs))
-    assert table_ids(spark, lake, "statuses") == list(range(10_000, 10_000 + pairs))
-
-
-def produce_pairs(stack: Stack, ids: range) -> None:
-    """An invoice and its status per id, in the demo's schemas (Debezium creates)."""
-    from zync_assets.demo.invoices import schema
-    from zync_assets.kafka.clients import ensure_topic
-    from zync_assets.kafka.produce import Line, encode_lines, send
-
-    registry = Registry(stack.registry_settings)
-    rows = {
-        "Invoices": [({"ID": i}, {"ID": i, "customer": f"c{i}", "item": "tea"}) for i in ids],
-        "InvoiceStatus": [({"ID": i}, {"ID": i, "InvoiceID": i, "status": "new"}) for i in ids],
-    }
-    for topic, pairs in rows.items():
-        lines = [
-            Line(
-                n,
-                key,
-                {
-                    "before": None,
-                    "after": after,
-                    "op": "c",
-                    "ts_ms": 1700000000000,
-                    "source": {
-                        "connector": "postgresql",
-                        "db": "shop",
-                        "table": topic,
-                        "lsn": after["ID"],
-                    },
-                },
-            )
-            for n, (key, after) in enumerate(pairs)
-        ]
-        messages, _, _ = encode_lines(
-            topic, lines, registry, schema(f"{topic}-key.avsc"), schema(f"{topic}-value.avsc")
-        )
-        ensure_topic(stack.kafka, topic)
-        send(stack.kafka, topic, messages)
 
 
 def test_bad_invocations_fail_in_one_line_before_spark_starts(tmp_path: Path) -> None:
