@@ -65,6 +65,8 @@ def test_java_client_options_carry_sasl_and_tls(tmp_path) -> None:
     assert options["kafka.isolation.level"] == "read_committed"
     plain = java_client_options(KafkaSettings("b:9092"))
     assert not any("sasl" in k or "ssl" in k for k in plain)
+    # Kafka's 500 ms would hold each task's last, empty fetch (bench/ingest_topics_bench.py)
+    assert int(plain["kafka.fetch.max.wait.ms"]) <= 50
 
 
 @pytest.mark.parametrize(

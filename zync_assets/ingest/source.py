@@ -31,11 +31,11 @@ def java_client_options(settings: KafkaSettings) -> dict[str, str]:
         "kafka.max.partition.fetch.bytes": str(16 << 20),
         "kafka.fetch.max.bytes": str(64 << 20),
         "kafka.max.poll.records": "20000",
-        # The consumer fetches ahead of what a task has read, and past a range's end that
-        # fetch finds nothing: the broker holds it for fetch.max.wait.ms, so with Kafka's
-        # 500 ms each task of a pass paid half a second whatever its rows (60 topics of one
-        # new message each: 17.5 s an ingest, 2.6 s with 10 ms, in turns in one process,
-        # bench/ingest_topics_bench.py). A fetch that finds data returns at once either way.
+        # With Kafka's 500 ms each Spark task of a pass paid about half a second whatever its
+        # rows: past the end of its range a fetch finds nothing, and the broker holds such a
+        # fetch for fetch.max.wait.ms (60 topics of one new message each: 17.1 s an ingest,
+        # 2.1 s with 10 ms, bench/ingest_topics_bench.py). A fetch that finds data returns
+        # at once either way.
         "kafka.fetch.max.wait.ms": str(END_OF_RANGE_WAIT_MS),
     })  # fmt: skip
     return options
