@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zync_assets.core.offsets import Offsets, offsets_from_json, offsets_to_json
+from zync_assets.core.staging_rows import ETL_STATE_KEY
 from zync_assets.lake.commits import latest_commit, metadata
 
-METADATA_KEY = "zync_etl"
+METADATA_KEY = ETL_STATE_KEY
 
 
 def app_id(spec: str, pool: str) -> str:

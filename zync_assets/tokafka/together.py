@@ -93,8 +93,7 @@ def sync_together(
     if version is not None:
         reader = reader.option("versionAsOf", version)
     staging = reader.load(path)
-    staged = staging.where(of_kind(OUTPUT)).select("kafka.topic").distinct().collect()
-    chosen = sorted({*topics, *(r.topic for r in staged)})
+    chosen = sorted({*topics, *encode.output_topics(spark, pool, version)})
     for topic in chosen:
         ensure_topic(kafka, topic, partitions)
     sender = open_sender(spark, kafka, pool, None)  # fences older runs of the pool
