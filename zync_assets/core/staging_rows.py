@@ -8,9 +8,10 @@ the pool is partitioned):
             `status` done, unmatched or expired
     view    a version of a view's input row (etl/views.py): `status` names the view
 
-Each ETL commit also records its pass's state in the commit's metadata, under
-ETL_STATE_KEY (etl/state.py): among it `next`, per output topic the spec ever wrote, the
-offset its next record gets. So the pool's output topics are known without a scan.
+Each ETL commit also records its pass's state in the commit's metadata (etl/state.py,
+under lake/commits.py's ETL_STATE_KEY): among it `next`, per output topic the spec ever
+wrote, the offset its next record gets. So the pool's output topics are known without a
+scan.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ KIND = "kind"
 OUTPUT = "output"
 DONE = "done"
 VIEW = "view"
-
-ETL_STATE_KEY = "zync_etl"  # commit metadata: one ETL pass's state (etl/state.py)
 
 
 def of_kind(kind: str) -> Column:

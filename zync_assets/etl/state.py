@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zync_assets.core.offsets import Offsets, offsets_from_json, offsets_to_json
-from zync_assets.core.staging_rows import ETL_STATE_KEY
-from zync_assets.lake.commits import latest_commit, metadata
+from zync_assets.lake.commits import ETL_STATE_KEY, latest_commit, metadata
 
 METADATA_KEY = ETL_STATE_KEY
 

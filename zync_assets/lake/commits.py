@@ -22,6 +22,9 @@ from zync_assets.lake import store as lake_store
 from zync_assets.lake.pools import commit_file, pool_version
 
 CARRY_KEY = "zync_carry"
+# An ETL pass's state (etl/state.py), whose `next` names every output topic its spec wrote:
+# to-kafka reads a staging pool's topics from it.
+ETL_STATE_KEY = "zync_etl"
 
 
 @dataclass(frozen=True)

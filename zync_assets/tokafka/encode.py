@@ -22,9 +22,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from zync_assets.core.staging_rows import ETL_STATE_KEY, OUTPUT, of_kind
+from zync_assets.core.staging_rows import OUTPUT, of_kind
 from zync_assets.kafka.registry import Registry
-from zync_assets.lake.commits import newest_states
+from zync_assets.lake.commits import ETL_STATE_KEY, newest_states
 from zync_assets.lake.pools import pool_version, require_pool
 from zync_assets.tokafka import shapes
 from zync_assets.tokafka.declared import DeclaredSchemas, declared_schemas
