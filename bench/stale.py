@@ -26,7 +26,13 @@ RESULTS = ROOT / "bench" / "results"
 # Kept free of imports beyond the standard library: bench/common.py reads it too.
 MEASURED = ("zync_assets", "jvm/src", "resources", "scripts/constraints.txt", "bench/common.py")
 # What a result measured beyond the package: the suite's figures measure the tests.
-ALSO_MEASURED = {"suite": ("zync_assets_tests", "scripts/test.sh", "setup.cfg")}
+# (Not the durations the suite's report writes beside its result: the run's output, not its code.)
+ALSO_MEASURED = {
+    "suite": (
+        "zync_assets_tests", "scripts/test.sh", "setup.cfg",
+        ":(exclude)zync_assets_tests/support/durations.json",
+    )
+}  # fmt: skip
 _WRITES = re.compile(r"""(?:publish|publish_joined|write_results)\(\s*["'](\w+)["']""")
 
 
