@@ -8,12 +8,15 @@ file stands in for it, said as such), or when no benchmark writes it at all.
 
 The code a result measured: the package, zync's Spark functions, the resources, the pinned
 versions, `bench/common.py` and the benchmark's own module (found by the name it publishes);
-for the suite's figures, the tests too.
+for the suite's figures, the tests too. A Python file whose change is only to its
+comments and docstrings (the same syntax tree without them) did not change what was
+measured, and does not count.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import subprocess
@@ -50,6 +53,41 @@ def writers() -> dict[str, list[str]]:
     return found
 
 
+def _code_of(source: str) -> str | None:
+    """A Python file's syntax tree without its docstrings (comments are not in it); None
+    for a file that does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
+        ):  # fmt: skip
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return ast.dump(tree)
+
+
+def _show(commit: str, path: str) -> str | None:
+    done = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, capture_output=True,
+                          text=True)  # fmt: skip
+    return done.stdout if done.returncode == 0 else None
+
+
+def code_changed(commit: str, path: str) -> bool:
+    """Whether `path` changed since `commit` in what it does: for a Python file present at
+    both, beyond its comments and docstrings."""
+    if not path.endswith(".py"):
+        return True
+    before, now = _show(commit, path), _show("HEAD", path)
+    if before is None or now is None:
+        return True
+    old = _code_of(before)
+    return old is None or old != _code_of(now)
+
+
 @dataclass(frozen=True)
 class Verdict:
     name: str
@@ -72,7 +110,11 @@ def judge(result: Path, written_by: dict[str, list[str]]) -> Verdict:
     if not commit:
         return Verdict(name, True, "not committed, and it records no commit")
     paths = (*MEASURED, *modules, *ALSO_MEASURED.get(name, ()))
-    changed = _git("diff", "--name-only", commit, "HEAD", "--", *paths).splitlines()
+    changed = [
+        path
+        for path in _git("diff", "--name-only", commit, "HEAD", "--", *paths).splitlines()
+        if code_changed(commit, path)
+    ]
     dirty = " (measured on a dirty tree)" if record.get("clean") is False else ""
     at = f"measured at {commit[:10]} ({how}, {record.get('date')}){dirty}"
     if changed:

@@ -112,19 +112,22 @@ def _end_offsets(admin: AdminClient, topic: str) -> tuple[int, int]:
 
 
 def _stop_inside_a_transaction(
-    proc: subprocess.Popen, admin: AdminClient, topic: str, size: int
+    proc: subprocess.Popen, admin: AdminClient, topic: str, size: int, before: int
 ) -> int:
     """SIGSTOP the run's process group while a transaction of its is open and not yet
     whole: fewer of its `size` records on the broker (beyond the last stable offset) than
     it holds, checked after the stop, so that it cannot have asked for its commit (a stop
-    inside the commit lets that transaction win, and nothing is left to fence). The
-    partition's high-water mark then."""
+    inside the commit lets that transaction win, and nothing is left to fence). Only a
+    transaction that starts before offset `before`, so that more follow it: a run stopped
+    in its last one once exited 0 in a full suite (2026-12-04, not reproduced alone), and
+    with transactions left to send the first cannot finish unfenced whatever the broker
+    answers for the stopped one. The partition's high-water mark then."""
     deadline = time.monotonic() + 120
     while True:
         assert proc.poll() is None, "to-kafka ended before it was stopped: make the sync larger"
         assert time.monotonic() < deadline, "no open transaction seen in 120 s"
         stable, high = _end_offsets(admin, topic)
-        if 0 < high - stable < size:
+        if 0 < high - stable < size and stable < before:
             os.killpg(proc.pid, signal.SIGSTOP)
             stable, high = _end_offsets(admin, topic)
             if 0 < high - stable < size:
@@ -149,7 +152,8 @@ def test_a_second_to_kafka_fences_the_first_and_nothing_doubles(
                              text=True, start_new_session=True)  # fmt: skip
     admin = admin_client(stack.kafka)
     try:
-        open_until = _stop_inside_a_transaction(first, admin, topic, size)
+        # In the first half: at least four transactions follow the one it is stopped in.
+        open_until = _stop_inside_a_transaction(first, admin, topic, size, count // 2)
         second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
         # Its initTransactions fences the first: the coordinator aborts the first's open
@@ -165,7 +169,7 @@ def test_a_second_to_kafka_fences_the_first_and_nothing_doubles(
     _, err = first.communicate(timeout=600)
     assert second.wait(timeout=600) == 0, second.communicate()
     said = [line for line in err.splitlines() if line.startswith("zync")]  # not its timing
-    assert first.returncode == 1 and len(said) == 1, err
+    assert first.returncode == 1 and len(said) == 1, f"stopped at {open_until}: {err}"
     assert "took over (this producer was fenced)" in said[0], err
     stable, high = _end_offsets(admin, topic)
     assert stable == high  # nothing left open
