@@ -150,6 +150,25 @@ def test_a_server_that_is_down_is_one_line_naming_its_url(
     ]
 
 
+def test_a_lost_server_is_waited_for_once_and_then_not_again() -> None:
+    """The retries of a session's calls: the first call that loses the server waits
+    through all of them (a restart goes unnoticed); once one call has spent them, a later
+    failing call (a clean-up in a `finally`, PySpark's own at exit) is not retried, so the
+    error comes after one wait, not one per call."""
+    from pyspark.sql.connect.client.retries import RetryPolicyState
+
+    from zync_assets.spark.connect import _RETRIES, _retries_until_lost
+
+    policy = _retries_until_lost()
+    first: RetryPolicyState = policy.to_state()
+    waits = [first.next_attempt() for _ in range(_RETRIES)]
+    assert all(w is not None and w > 0 for w in waits), waits
+    assert first.next_attempt() is None  # spent: the server is lost
+    assert policy.to_state().next_attempt() is None  # the next call fails at once
+    fresh: RetryPolicyState = _retries_until_lost().to_state()  # another session's calls
+    assert fresh.next_attempt() is not None
+
+
 @pytest.mark.slow
 def test_a_server_killed_mid_ingest_leaves_no_half_commit(
     spark, stack: Stack, topic: str, lake: Path, tmp_path: Path
