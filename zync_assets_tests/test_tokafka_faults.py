@@ -17,6 +17,7 @@ from zync_assets.kafka.clients import admin_client, consumer, ensure_topic
 from zync_assets.kafka.offsets import watermarks
 from zync_assets_tests.conftest import ZYNC, Stack, read_topic, run_zync
 from zync_assets_tests.support.pool_data import PER_TOPIC, write_outputs, write_outputs_together
+from zync_assets_tests.support.process_tree import tree_states
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -112,28 +113,42 @@ def _end_offsets(admin: AdminClient, topic: str) -> tuple[int, int]:
 
 
 def _stop_inside_a_transaction(
-    proc: subprocess.Popen, admin: AdminClient, topic: str, size: int, before: int
+    proc: subprocess.Popen, admin: AdminClient, topic: str, size: int
 ) -> int:
     """SIGSTOP the run's process group while a transaction of its is open and not yet
     whole: fewer of its `size` records on the broker (beyond the last stable offset) than
-    it holds, checked after the stop, so that it cannot have asked for its commit (a stop
-    inside the commit lets that transaction win, and nothing is left to fence). Only a
-    transaction that starts before offset `before`, so that more follow it: a run stopped
-    in its last one once exited 0 in a full suite (2026-12-04, not reproduced alone), and
-    with transactions left to send the first cannot finish unfenced whatever the broker
-    answers for the stopped one. The partition's high-water mark then."""
+    it holds, checked once every process of the run is seen stopped, so that it cannot
+    have asked for its commit (a stop inside the commit lets that transaction win, and
+    nothing is left to fence). The partition's high-water mark then."""
     deadline = time.monotonic() + 120
     while True:
         assert proc.poll() is None, "to-kafka ended before it was stopped: make the sync larger"
         assert time.monotonic() < deadline, "no open transaction seen in 120 s"
         stable, high = _end_offsets(admin, topic)
-        if 0 < high - stable < size and stable < before:
+        if 0 < high - stable < size:
             os.killpg(proc.pid, signal.SIGSTOP)
+            _wait_stopped(proc)
             stable, high = _end_offsets(admin, topic)
             if 0 < high - stable < size:
                 return high
             os.killpg(proc.pid, signal.SIGCONT)  # it sent the rest in between: try again
         time.sleep(0.002)
+
+
+STOPPED = "TZX"  # stopped, or a child that has exited (a zombie its parent reaps later)
+
+
+def _wait_stopped(proc: subprocess.Popen) -> None:
+    """Until every process of `proc`'s tree (its Spark JVM too) is stopped (`T`), all in
+    its process group: what a SIGSTOP to the group does, seen rather than assumed."""
+    deadline = time.monotonic() + 10
+    while True:
+        states = tree_states(proc.pid)
+        assert all(group == proc.pid for _, _, group, _ in states), f"outside its group: {states}"
+        if all(state in STOPPED for _, state, _, _ in states):
+            return
+        assert time.monotonic() < deadline, f"not all stopped 10 s after SIGSTOP: {states}"
+        time.sleep(0.001)
 
 
 def test_a_second_to_kafka_fences_the_first_and_nothing_doubles(
@@ -143,7 +158,12 @@ def test_a_second_to_kafka_fences_the_first_and_nothing_doubles(
     stopped there, seen from the topic's offsets): the second fences it, aborts that
     transaction and sends the rest; the first, resumed, says it was fenced and exits 1;
     the topic holds each record once, in order."""
-    count, size = 60_000, 6000
+    # A transaction of 50,000 records (about 6.5 MB) is 13 of the sender's 512 KiB
+    # batches, and at most 5 are in flight: whenever one is open, most of it has not left
+    # the process yet, so a stop anywhere in it holds. (6,000-record transactions left
+    # the process in two batches within the producer's 20 ms linger: under load the stop
+    # came too late for most of them, and a run could end before one was caught.)
+    count, size = 200_000, 50_000
     write_outputs(spark, "Race", topic, count)
     ensure_topic(stack.kafka, topic)
     env = stack.env(ZYNC_LAKE=str(lake))
@@ -152,8 +172,7 @@ def test_a_second_to_kafka_fences_the_first_and_nothing_doubles(
                              text=True, start_new_session=True)  # fmt: skip
     admin = admin_client(stack.kafka)
     try:
-        # In the first half: at least four transactions follow the one it is stopped in.
-        open_until = _stop_inside_a_transaction(first, admin, topic, size, count // 2)
+        open_until = _stop_inside_a_transaction(first, admin, topic, size)
         second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
         # Its initTransactions fences the first: the coordinator aborts the first's open
@@ -163,13 +182,15 @@ def test_a_second_to_kafka_fences_the_first_and_nothing_doubles(
         while _end_offsets(admin, topic)[0] <= open_until:
             assert second.poll() is None, second.communicate()
             assert time.monotonic() < deadline, "the second run fenced nothing in 120 s"
+            states = tree_states(first.pid)  # a full suite once found the first running on
+            assert all(state in STOPPED for _, state, _, _ in states), f"resumed: {states}"
             time.sleep(0.05)
     finally:
         os.killpg(first.pid, signal.SIGCONT)
-    _, err = first.communicate(timeout=600)
+    out, err = first.communicate(timeout=600)
     assert second.wait(timeout=600) == 0, second.communicate()
     said = [line for line in err.splitlines() if line.startswith("zync")]  # not its timing
-    assert first.returncode == 1 and len(said) == 1, f"stopped at {open_until}: {err}"
+    assert first.returncode == 1 and len(said) == 1, f"stopped at {open_until}: {out} {err}"
     assert "took over (this producer was fenced)" in said[0], err
     stable, high = _end_offsets(admin, topic)
     assert stable == high  # nothing left open

@@ -98,3 +98,20 @@ def used_since(before: CpuSeconds) -> float:
             grew[parent] -= taken
             used -= taken
     return max(0.0, used)
+
+
+def tree_states(root: int) -> list[tuple[int, str, int, str]]:
+    """`root` and each live process below it: (pid, state letter of proc(5): `T` for
+    stopped, process group, name)."""
+    processes = _processes()
+    found = []
+    for pid in _descendants(processes, root):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                text = stat.read()
+        except OSError:  # gone meanwhile
+            continue
+        name = text[text.find("(") + 1 : text.rfind(")")]
+        fields = text[text.rfind(")") + 2 :].split()  # state, ppid, pgrp, …
+        found.append((pid, fields[0], int(fields[2]), name))
+    return found
