@@ -85,8 +85,8 @@ def output_topics(spark: SparkSession, pool: str, version: int | None = None) ->
     Read from the ETL states in the pool's commits (their `next` offsets), which costs a
     few file reads: a scan of the outputs cost a sync six Spark jobs (measured: eight syncs
     of a test's pool of a few hundred rows took 3.8 s less without it, about 0.5 s each)
-    and grows with the pool's history. Only a pool whose
-    commits hold no ETL state (none written yet) is scanned."""
+    and grows with the pool's history. Only a pool whose commits hold no ETL state (none
+    written yet) is scanned."""
     path = require_staging(pool)
     version = pool_version(path) if version is None else version
     if version is None:
