@@ -21,7 +21,7 @@ from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests.conftest import Stack, run_zync
 from zync_assets_tests.test_transactions import Source as TxnSource
 from zync_assets_tests.test_transactions import Txn, etl_pass, kafka_offsets
-from zync_assets_tests.view_source import Source, records_in, sink_table
+from zync_assets_tests.view_source import Source, reached_path, records_in, sink_table
 
 pytestmark = pytest.mark.integration
 
@@ -130,6 +130,29 @@ def test_a_view_equals_its_query_over_current_rows_through_every_kind_of_change(
     assert f"rule 1: view → {src.p}_view" in explained
     assert (f"  inputs a = {src.p}.accounts, c = {src.p}.customers: each a table of its "
             "current rows (key, after)") in explained  # fmt: skip
+
+
+def test_a_large_views_search_of_its_reach_keeps_toasted_values_and_moved_keys(
+    spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The every-kind test's view is small, so each pass evaluates it whole; a view above
+    WHOLE_VIEW_ROWS searches the rows its changes reach instead (the view model test's
+    path). Here that search meets what the model does not make: an update that leaves a
+    TOASTed column out, filled from the rows committed before, and a key that moves."""
+    reached = reached_path(monkeypatch)
+    src = Source(stack, f"vr{uuid.uuid4().hex[:6]}")
+    spec = tmp_path / "view.yaml"
+    spec.write_text(VIEW_SPEC.format(p=src.p))
+    src.upsert("customers", {"id": 1, "name": "ann", "tier": "gold"})
+    src.upsert("accounts", {"id": 101, "balance": 10, "customer_id": 1})
+    src.upsert("accounts", {"id": 102, "balance": 20, "customer_id": 1})
+    step(spark, stack, registry, spec, src)
+    src.upsert_leaving_out("customers", {"id": 1, "name": "-", "tier": "blue"}, "name")
+    src.move("accounts", 102, 9102)
+    table = step(spark, stack, registry, spec, src)
+    assert (table[101]["customer"], table[9102]["tier"]) == ("ann", "BLUE") and 102 not in table
+    assert reached, "the second pass did not search the rows its changes reach"
 
 
 # Before the view: stateless rules copy both inputs out of the same staging pool, so that

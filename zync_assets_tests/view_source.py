@@ -10,8 +10,10 @@ import sqlite3
 import uuid
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from zync_assets.etl import views
 from zync_assets.kafka.clients import ensure_topic
 from zync_assets_tests.conftest import Stack
 
@@ -136,3 +138,20 @@ def records_in(stack: Stack, topic: str) -> int:
     finally:
         consumer.close()
     return high - low
+
+
+def reached_path(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every view evaluated over the rows its changes reach (view_reach.py), the path a
+    view above views.WHOLE_VIEW_ROWS takes, however small the test's view is. Returns
+    a list that gets an entry per pass that took the path: a test asserts it is not
+    empty, so a forced path that stopped being forced fails instead of passing unseen."""
+    monkeypatch.setattr(views, "WHOLE_VIEW_ROWS", -1)
+    taken: list[int] = []
+    reached = views._reached_view
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        taken.append(1)
+        return reached(*args, **kwargs)
+
+    monkeypatch.setattr(views, "_reached_view", counted)
+    return taken

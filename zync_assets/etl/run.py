@@ -159,6 +159,7 @@ def _transform(
                 spec.path,
                 frozenset(rebuilding),
                 past,
+                where.held,
             ),
             truncate_tombstones(classified, rules, past, summary),
         ):

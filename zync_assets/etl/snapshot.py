@@ -79,11 +79,15 @@ class Reach:
         """The rows a pass may read: its backlog and, for a view over `view_topics`, the
         view's stored row versions it joins it with. Those are at most one per event its
         inputs ever had: every event the raw pools hold of them (end offsets, added up)."""
-        held = sum(
+        return self.backlog + self.held(view_topics)
+
+    def held(self, view_topics: set[str] | tuple[str, ...]) -> int:
+        """At most how many row versions a view over `view_topics` holds: one per event
+        its inputs ever had (the raw pools' end offsets, added up)."""
+        return sum(
             end for topic, parts in self.raw_end.items() if topic in view_topics
             for end in parts.values()
         )  # fmt: skip
-        return self.backlog + held
 
     @property
     def backlog(self) -> int:

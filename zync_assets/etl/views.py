@@ -71,15 +71,26 @@ def row_image() -> Column:
 
 
 History = Callable[[tuple[str, ...]], DataFrame]  # topics -> all their raw events
+Held = Callable[[tuple[str, ...]], int]  # topics -> at most how many rows a view holds
+
+# A view that holds at most this many row versions is evaluated whole at each pass (its
+# SQL over every current row, the difference against all it sent) rather than over the
+# rows its changes reach (view_reach): the search for those rows is about 20 Spark jobs
+# more than the whole view's 15, and on a small view they cost more than the rows they
+# spare (bench/view_path_bench.py).
+WHOLE_VIEW_ROWS = 20_000
 
 
 def view_outputs(
     spark: SparkSession, classified: DataFrame, rules: list[CompiledRule], run: int, path: str,
     spec_path: object, rebuild: frozenset[str] = frozenset(), history: History | None = None,
+    held: Held | None = None,
 ) -> ViewOutputs | None:  # fmt: skip
     """Run each view rule over this pass's changes of its inputs; None: no view rule.
     A view in `rebuild` (its output topic) is made again from `history`: every event of
-    its inputs in the raw pools but those still pending; its rows from before go."""
+    its inputs in the raw pools but those still pending; its rows from before go.
+    `held`: at most how many rows a view over the topics holds (None: not known), which
+    decides whether it is evaluated whole (WHOLE_VIEW_ROWS)."""
     views = [r for r in rules if r.rule.type == "view"]
     if not views:
         return None
@@ -94,8 +105,9 @@ def view_outputs(
             else:
                 changes = pinned(_changes(classified, rule, taken))
             kept.append(changes)
+            small = held is not None and held(rule.topics) <= WHOLE_VIEW_ROWS
             made = _one_view(spark, rule, changes, previous, rule.rule.out in rebuild, run,
-                             spec_path, kept)  # fmt: skip
+                             spec_path, kept, small)  # fmt: skip
             if made is not None:
                 outputs.append(made[0])
                 states.append(made[1])
@@ -115,16 +127,17 @@ def view_outputs(
 
 def _one_view(
     spark: SparkSession, rule: CompiledRule, changes: DataFrame, previous: DataFrame | None,
-    again: bool, run: int, spec_path: object, kept: list[DataFrame],
+    again: bool, run: int, spec_path: object, kept: list[DataFrame], small: bool = False,
 ) -> tuple[DataFrame, DataFrame] | None:  # fmt: skip
     """One view's outputs and row versions for this pass (None: no change of its inputs);
-    `again`: rebuilt from `changes` alone, its rows from before dropped. The frames it
-    pins go to `kept`."""
+    `again`: rebuilt from `changes` alone, its rows from before dropped; `small`: the
+    view is evaluated whole, not over the rows its changes reach. The frames it pins go
+    to `kept`."""
     truncated = _tally(changes, rule, spec_path)
     if truncated is None and not again:
         return None
     pin = _pinner(kept)
-    if not again and not truncated and previous is not None:
+    if not again and not truncated and not small and previous is not None:
         graph = _join_graph(spark, rule)
         if graph is not None:
             return _reached_view(spark, rule, graph, changes, previous, run, spec_path, pin)
