@@ -75,9 +75,10 @@ Held = Callable[[tuple[str, ...]], int]  # topics -> at most how many rows a vie
 
 # A view that holds at most this many row versions is evaluated whole at each pass (its
 # SQL over every current row, the difference against all it sent) rather than over the
-# rows its changes reach (view_reach): the search for those rows is about 20 Spark jobs
-# more than the whole view's 15, and on a small view they cost more than the rows they
-# spare (bench/view_path_bench.py).
+# rows its changes reach (view_reach): the search is 21-25 Spark jobs more than the whole
+# view's 12-15, which on a small view cost more than the rows they spare. One change over
+# 1,000 / 20,000 / 100,000 rows held: whole / search 0.80 / 0.82 / 1.11
+# (bench/view_path_bench.py).
 WHOLE_VIEW_ROWS = 20_000
 
 
