@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from zync_assets.core.errors import ZyncError
+from zync_assets.core.errors import Unavailable, ZyncError
 from zync_assets.core.settings import KafkaSettings
 from zync_assets.kafka import clients
+from zync_assets.kafka.failures import is_transient
 from zync_assets.kafka.offsets import PartitionOffsets
 
 POOL_HEADER = "zync.pool"
@@ -113,8 +114,11 @@ def _read_spans(
     while behind:
         message = consumer.poll(clients.CONNECT_TIMEOUT_S)
         if message is None:
+            # Nothing came back, not even the end of the partition: the broker is away
+            # (a restart, a leader moving). Nothing was sent yet, so a continuous
+            # to-kafka retries the pass rather than stopping.
             topic, partition = next(iter(behind))
-            raise ZyncError(
+            raise Unavailable(
                 f"reading the end of {topic!r} partition {partition} timed out after "
                 f"{clients.CONNECT_TIMEOUT_S:g}s; is Kafka at {kafka.bootstrap_servers} healthy?"
             )
@@ -125,7 +129,8 @@ def _read_spans(
         elif error.code() == KafkaError._PARTITION_EOF:
             behind.discard(key)
         else:
-            raise ZyncError(f"reading the end of {key[0]!r} partition {key[1]}: {error.str()}")
+            kind = Unavailable if is_transient(error.str()) else ZyncError
+            raise kind(f"reading the end of {key[0]!r} partition {key[1]}: {error.str()}")
     return last
 
 
