@@ -41,8 +41,8 @@ from zync_assets.lake.delta_writes import append_once
 from zync_assets.lake.pools import commit_file, pool_path, pool_version, table_path
 from zync_assets.lake.progress import app_id, commit_metadata
 from zync_assets.specs.model import load_spec
-from zync_assets.tables.apply import run_tables
 from zync_assets.tables.fold import END_AT, START_AT
+from zync_assets.tables.together import run_tables
 
 SPEC = """
 inputs:

@@ -30,7 +30,7 @@ from zync_assets.specs.mirror import mirror_sources
 from zync_assets.specs.model import Spec, load_spec
 from zync_assets.stack.registry import CCOMPAT_PATH
 from zync_assets.stack.services import CdcPorts
-from zync_assets.tables.apply import run_tables
+from zync_assets.tables.together import run_tables
 from zync_assets.tokafka.sync import sync_pool
 from zync_assets_tests.conftest import Stack
 

@@ -51,7 +51,7 @@ def test_status_shows_lag_pending_dead_letters_and_unsent_records(
     from zync_assets.etl.run import run_etl
     from zync_assets.ingest.ingest import ingest
     from zync_assets.specs.model import load_spec
-    from zync_assets.tables.apply import run_tables
+    from zync_assets.tables.together import run_tables
 
     spec_path = tmp_path / "status.yaml"
     spec_path.write_text(

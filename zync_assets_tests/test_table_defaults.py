@@ -18,7 +18,7 @@ from zync_assets.lake.pools import pool_exists, table_path
 from zync_assets.orchestration.definitions import build_zync_definitions
 from zync_assets.pipeline.run import Pipeline as LivePipeline
 from zync_assets.specs.model import load_spec
-from zync_assets.tables.apply import run_tables
+from zync_assets.tables.together import run_tables
 from zync_assets_tests.conftest import Stack, produce_json
 from zync_assets_tests.test_etl import Pipeline
 

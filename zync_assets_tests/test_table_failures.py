@@ -18,7 +18,8 @@ from zync_assets.pipeline.failures import read_failure
 from zync_assets.pipeline.run import Pipeline as StagePipeline
 from zync_assets.pipeline.status import failures, table_status
 from zync_assets.specs.model import load_spec
-from zync_assets.tables.apply import rebuild_table, run_tables
+from zync_assets.tables.apply import rebuild_table
+from zync_assets.tables.together import run_tables
 from zync_assets_tests.conftest import Stack, produce_json
 from zync_assets_tests.test_etl import Pipeline
 from zync_assets_tests.test_tables import SEMANTIC_ENVELOPE, change, typed_row

@@ -8,13 +8,14 @@ import json
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from zync_assets.core.errors import ZyncError
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.pools import pool_exists, table_changes_path, table_path
-from zync_assets.tables.apply import run_tables
+from zync_assets.tables.together import run_tables
 from zync_assets_tests.conftest import Stack, run_zync
 from zync_assets_tests.test_etl import Pipeline
 
@@ -423,13 +424,25 @@ NAMED_SPEC = SPEC.replace("keys: [id]", "keys: [name]")
 
 
 def test_a_pass_bounds_its_merge_by_its_keys_range_whatever_the_keys_hold(
-    spark, stack: Stack, tmp_path: Path, lake: Path
+    spark, stack: Stack, tmp_path: Path, lake: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The MERGE's join, and SCD2's read of the stored versions, are bounded by the touched
     keys' range, so Delta skips the files outside it (bench/tables_bench.py: recent keys).
     The bounds are SQL literals: string keys holding a quote or a backslash and dates keep
-    every touched key inside, and the passes over them stay right."""
+    every touched key inside, and the passes over them stay right. (A table this small is
+    merged unbounded by default, apply.KEY_RANGE_FROM_BYTES: here every table is bounded.)"""
+    from zync_assets.tables import apply, merge
     from zync_assets.tables.merge import key_bounds, key_range
+
+    monkeypatch.setattr(apply, "KEY_RANGE_FROM_BYTES", 0)
+    bounded: list[merge.Bounds] = []
+    found = merge.key_bounds
+
+    def counted(*args: Any) -> merge.Bounds:
+        bounded.append(found(*args))
+        return bounded[-1]
+
+    monkeypatch.setattr(merge, "key_bounds", counted)
 
     names = [f"k{n:02d}" for n in range(30)] + ["O'Brien\\", "o'brien", "\\'"]
     frame = spark.createDataFrame(
@@ -453,6 +466,9 @@ def test_a_pass_bounds_its_merge_by_its_keys_range_whatever_the_keys_hold(
     prices = {r["name"]: r["price"] for r in tables.rows("items", "name")}
     assert len(prices) == len(names) and prices["k25"] == Decimal("9.99")
     assert prices["O'Brien\\"] == Decimal("8.88") and prices["o'brien"] == Decimal("1.50")
+    # Every MERGE was bounded: the history's two and items' second (items' first pass
+    # appends to the empty table, no MERGE).
+    assert len(bounded) == 3 and all(bounds for bounds in bounded), bounded
     history = [r for r in tables.rows("items_history", "name,__START_AT") if r["name"] == "k25"]
     assert [(r["price"], r["__END_AT"]) for r in history] == [
         (Decimal("1.50"), 900), (Decimal("9.99"), None),

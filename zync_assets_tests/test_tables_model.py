@@ -130,7 +130,7 @@ def test_tables_equal_the_model(spark, stack: Stack, tmp_path: Path, lake: Path,
 
 def run_tables_once(run: Pipeline) -> None:
     from zync_assets.kafka.registry import Registry
-    from zync_assets.tables.apply import run_tables
+    from zync_assets.tables.together import run_tables
 
     results = run_tables(run.spark, run.spec, Registry(run.stack.registry_settings))
     assert all(r.run is not None for r in results), results

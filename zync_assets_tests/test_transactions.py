@@ -296,7 +296,7 @@ def test_a_table_from_a_gated_output_applies_each_source_transaction_in_one_comm
     spark, stack: Stack, registry: Registry, lake: Path, tmp_path: Path
 ) -> None:
     from zync_assets.lake.pools import table_path
-    from zync_assets.tables.apply import run_tables
+    from zync_assets.tables.together import run_tables
 
     source = Source(stack, f"txn{uuid.uuid4().hex[:6]}")
     raw, staging = f"{source.prefix}_raw", f"{source.prefix}_staging"

@@ -28,7 +28,8 @@ def table_apply(specs: tuple[str, ...], only: str | None) -> None:
     from zync_assets.core.config import current
     from zync_assets.kafka.registry import Registry
     from zync_assets.spark.session import spark_session
-    from zync_assets.tables.apply import describe_table, run_tables
+    from zync_assets.tables.apply import describe_table
+    from zync_assets.tables.together import run_tables
 
     loaded = [load_spec(path) for path in specs]
     names = {t.name for spec in loaded for t in lake_tables(spec).tables}

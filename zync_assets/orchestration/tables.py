@@ -31,8 +31,9 @@ from zync_assets.orchestration.versions import POOL_KINDS, code_version
 from zync_assets.pipeline.failures import clear_failure, explain, record_failure
 from zync_assets.specs.model import Spec
 from zync_assets.specs.tables import TableDef, TablePattern
-from zync_assets.tables.apply import TableResult, apply_table, compile_tables, run_tables
+from zync_assets.tables.apply import TableResult, compile_tables
 from zync_assets.tables.expand import lake_tables
+from zync_assets.tables.together import apply_tables, run_tables
 
 
 def table_key(name: str) -> AssetKey:
@@ -181,14 +182,16 @@ def _apply_pattern(
     results = []
     now = dt.datetime.now(dt.UTC)
     session = step.session()
-    for compiled in compile_tables(session, spec, found.of_pattern(number)):
-        what = f"table {compiled.table.name}"
-        try:
-            results.append(apply_table(session, compiled, now, step.registry()))
-        except Exception as exc:  # this table's: recorded, and the others go on
-            failures[compiled.table.name] = explain(exc)
-            record_failure(what, failures[compiled.table.name], dt.datetime.now(dt.UTC))
+    compiled = compile_tables(session, spec, found.of_pattern(number))
+    for table, outcome in zip(
+        compiled, apply_tables(session, compiled, now, step.registry()), strict=True
+    ):
+        what = f"table {table.table.name}"
+        if isinstance(outcome, Exception):  # this table's: recorded, and the others go on
+            failures[table.table.name] = explain(outcome)
+            record_failure(what, failures[table.table.name], dt.datetime.now(dt.UTC))
             continue
+        results.append(outcome)
         clear_failure(what)
     applied = sum(1 for r in results if r.run is not None)
     context.log.info(

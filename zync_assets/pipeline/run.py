@@ -74,9 +74,10 @@ from zync_assets.specs.expiry import parse_expiry
 from zync_assets.specs.ingested import mirrored
 from zync_assets.specs.mirror import mirror_sources
 from zync_assets.specs.model import Route, Spec
-from zync_assets.tables.apply import TableResult, apply_table, compile_tables
+from zync_assets.tables.apply import TableResult, compile_tables
 from zync_assets.tables.changes import CompiledTable
 from zync_assets.tables.expand import lake_tables
+from zync_assets.tables.together import Outcome, apply_tables
 from zync_assets.tokafka.sync import SyncResult, sync_pool
 
 T = TypeVar("T")
@@ -93,6 +94,9 @@ FAILED_RETRY_S = 60.0
 # tables of 200 new rows each: 70.9 s two at a time against 120.9 s one after another
 # (bench/results/table_pass.json); four at a time were no faster than two (by hand).
 TABLE_WORKERS = 2
+# The chunks of a tables stage per worker (see _chunks): fewer, the fewer scans of a pool;
+# more, the evener the workers' ends.
+TABLE_CHUNKS_PER_WORKER = 2
 
 # With --follow, a pass's lake tables take at most as long as the warehouse path before
 # it did (never less than this), and the tables left wait for the next pass, those
@@ -455,44 +459,53 @@ class Pipeline:
         self, tables: list[CompiledTable], now: dt.datetime
     ) -> list[Callable[[], TableResult]]:
         """Each table's pass, as a call that gives its result or raises its error (for
-        `_contained`, in this thread): run `table_workers` at a time, each on a session of
-        its own, before this returns; run by the call itself when there is one table or
-        one worker, or through Spark Connect: there a compiled table's DataFrames belong
-        to the session that compiled them (the server keeps them per session; another
-        session's MERGE fails with DATAFRAME_NOT_FOUND)."""
-        if len(tables) < 2 or self.table_workers < 2 or is_remote(self.spark):
-            return [partial(self._timed, self.spark, c, now) for c in tables]
+        `_contained`, in this thread). The tables go in chunks, each chunk's new events
+        read in one scan (tables/together.py); the chunks run `table_workers` at a time,
+        each on a session of its own, before this returns: by the call itself when there
+        is one chunk or one worker, or through Spark Connect (there a compiled table's
+        DataFrames belong to the session that compiled them: the server keeps them per
+        session; another session's MERGE fails with DATAFRAME_NOT_FOUND)."""
+        workers = 1 if is_remote(self.spark) else max(1, self.table_workers)
+        chunks = _chunks(tables, workers)
+        if len(chunks) < 2 or workers < 2:
+            outcomes = [o for chunk in chunks for o in self._timed(self.spark, chunk, now)]
+            return [partial(_given, outcome) for outcome in outcomes]
         if not self._table_sessions:  # each its own SQL conf; the JVM and cache shared
-            self._table_sessions = [lane_session(self.spark) for _ in range(self.table_workers)]
+            self._table_sessions = [lane_session(self.spark) for _ in range(workers)]
         free: queue.SimpleQueue[SparkSession] = queue.SimpleQueue()
         for session in self._table_sessions:
             free.put(session)
         pool = scheduler_pool(self.spark)  # the workers' jobs share the caller's pool
 
-        def apply(compiled: CompiledTable) -> TableResult:
+        def apply(chunk: list[CompiledTable]) -> list[Outcome]:
             session = free.get()
             try:
                 if pool is not None:
                     in_scheduler_pool(session, pool)
-                return self._timed(session, compiled, now)
+                return self._timed(session, chunk, now)
             finally:
                 free.put(session)
 
-        with ThreadPoolExecutor(len(self._table_sessions), "zync-table") as workers:
+        with ThreadPoolExecutor(len(self._table_sessions), "zync-table") as pool_of_workers:
             # Each in a copy of this thread's context: the configuration in force (the lake).
-            futures: list[Future[TableResult]] = [
-                workers.submit(contextvars.copy_context().run, apply, compiled)
-                for compiled in tables
+            futures: list[Future[list[Outcome]]] = [
+                pool_of_workers.submit(contextvars.copy_context().run, apply, chunk)
+                for chunk in chunks
             ]
-        return [future.result for future in futures]
+        return [partial(_given, outcome) for future in futures for outcome in future.result()]
 
-    def _timed(self, spark: SparkSession, compiled: CompiledTable, now: dt.datetime) -> TableResult:
-        """The table's pass, its seconds kept for pacing (`_within_the_tables_share`)."""
+    def _timed(
+        self, spark: SparkSession, chunk: list[CompiledTable], now: dt.datetime
+    ) -> list[Outcome]:
+        """A chunk's passes, each table's share of its seconds kept for pacing
+        (`_within_the_tables_share`)."""
         started = self.clock()
         try:
-            return apply_table(spark, compiled, now, self.registry)
+            return apply_tables(spark, chunk, now, self.registry)
         finally:
-            self._table_seconds[compiled.table.name] = self.clock() - started
+            share = (self.clock() - started) / max(1, len(chunk))
+            for compiled in chunk:
+                self._table_seconds[compiled.table.name] = share
 
     def _lake_tables(self, spec: Spec) -> tuple[list[CompiledTable], dict[str, str]]:
         """The spec's tables now (a pattern's grow as topics appear), each checked against
@@ -543,6 +556,23 @@ class Pipeline:
         except Exception:
             return False
         return True
+
+
+def _chunks(tables: list[CompiledTable], workers: int) -> list[list[CompiledTable]]:
+    """`tables` in order, cut in about TABLE_CHUNKS_PER_WORKER chunks per worker: each chunk
+    reads its tables' events in one scan, and several chunks a worker even out the
+    workers' ends (one slow table holds back its chunk only)."""
+    if not tables:
+        return []
+    size = -(-len(tables) // (workers * TABLE_CHUNKS_PER_WORKER))
+    return [tables[i : i + size] for i in range(0, len(tables), size)]
+
+
+def _given(outcome: Outcome) -> TableResult:
+    """A table's result, or its pass's error raised (as `_contained` takes it)."""
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
 
 
 def _unless_raced(

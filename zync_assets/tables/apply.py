@@ -77,6 +77,10 @@ PRUNE_EVERY = 50  # runs between prunings of the change log's expired entries
 # times as long: bench/small_merge_bench.py); a large table's vectors save rewriting
 # most of it (bench/tables_bench.py).
 DELETION_VECTORS_FROM_BYTES = 8 * 2**20
+# A MERGE into a table smaller than this reads all of it rather than first finding the
+# touched keys' range (merge.py's key_bounds): a Spark job and its planning, about 0.2 s
+# of a small table's pass, to skip files a table of a few MiB hardly has.
+KEY_RANGE_FROM_BYTES = 8 * 2**20
 TABLE_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableDeletionVectors": "true",
@@ -125,18 +129,6 @@ def compile_tables(
     return compiled
 
 
-def run_tables(
-    spark: SparkSession, spec: Spec, registry: Registry | None = None, only: str | None = None,
-    compiled: list[CompiledTable] | None = None, now: dt.datetime | None = None,
-) -> list[TableResult]:  # fmt: skip
-    """One pass of each of the spec's tables (or table `only`). `registry`: where the
-    sources' Avro schemas are, to type the columns (without it, from the values alone)."""
-    compiled = compiled if compiled is not None else compile_tables(spark, spec)
-    now = now or dt.datetime.now(dt.UTC)
-    chosen = [c for c in compiled if only is None or c.table.name == only]
-    return [apply_table(spark, c, now, registry) for c in chosen]
-
-
 def declared_types(compiled: CompiledTable, registry: Registry | None) -> dict[str, str]:
     """The column types a raw Avro source's schemas declare (none for other sources)."""
     table = compiled.table
@@ -154,32 +146,54 @@ def apply_table(
     """One pass of a table: its source's new events, merged in one commit. `rebuild`: the
     table is built anew from the source's first event instead (rebuild_table)."""
     table = compiled.table
-    path = table_path(table.name)
-    state = read_table_state(path, table.name) if pool_exists(path) else TableState()
-    if rebuild:  # from the first event; run numbers go on, so no old writer's commit lands
-        state = TableState(run=state.run, version=state.version)
+    state = table_state(table.name, rebuild)
     # Caught up is known from commit files: a table of a pattern whose pool took other
     # topics' events costs no Spark call.
     ends = source_ends(compiled.spec, table)
-    found = None if ends is None or _caught_up(state.cursors, ends) else new_rows(
+    found = None if ends is None or caught_up(state.cursors, ends) else new_rows(
         spark, compiled.spec, table, state.cursors, ends
     )  # fmt: skip
     if found is None:
-        if state.run:  # a table made before the catalog, or while it was down
-            _register(spark, table.name, path, state.run)
-        return TableResult(table.name, None, state, cursors=state.cursors, note="nothing new")
+        return nothing_new(spark, table.name, state)
     # A pass of a few events runs without Spark's code generation and shuffle fan-out
     # (spark.sized_work), as ETL passes do.
-    with sized_work(spark, _new_events(state.cursors, found.ends)):
+    with sized_work(spark, new_events(state.cursors, found.ends)):
         events = pinned(change_events(found.rows, compiled))
         try:
-            declared = declared_types(compiled, registry)
-            return _apply(spark, compiled, state, events, found.ends, now, declared, rebuild)
+            return apply_events(spark, compiled, state, events, found.ends, now, registry, rebuild)
         finally:
             unpin(events)
 
 
-def _new_events(cursors: Offsets, ends: Offsets) -> int:
+def table_state(name: str, rebuild: bool = False) -> TableState:
+    """Table `name`'s run and cursors from its newest commit (a new table's: none); for a
+    rebuild, from the first event, with the run numbers going on (so no old writer's
+    commit lands)."""
+    path = table_path(name)
+    state = read_table_state(path, name) if pool_exists(path) else TableState()
+    return TableState(run=state.run, version=state.version) if rebuild else state
+
+
+def nothing_new(spark: SparkSession, name: str, state: TableState) -> TableResult:
+    """The result of a pass that found no new event for table `name`."""
+    if state.run:  # a table made before the catalog, or while it was down
+        _register(spark, name, table_path(name), state.run)
+    return TableResult(name, None, state, cursors=state.cursors, note="nothing new")
+
+
+def apply_events(
+    spark: SparkSession, compiled: CompiledTable, state: TableState, events: DataFrame,
+    ends: Offsets, now: dt.datetime, registry: Registry | None, rebuild: bool = False,
+    summary: Summary | None = None,
+) -> TableResult:  # fmt: skip
+    """A table's pass over `events` (pinned: read more than once), its source's change
+    events from the state's cursors to `ends`; `summary`: theirs, if already counted
+    (tables/together.py counts many tables' in one job)."""
+    declared = declared_types(compiled, registry)
+    return _apply(spark, compiled, state, events, ends, now, declared, rebuild, summary)
+
+
+def new_events(cursors: Offsets, ends: Offsets) -> int:
     """How many source events lie between the table's cursors and the pool's ends (at
     most: a pool's offsets may have gaps)."""
     return sum(
@@ -258,7 +272,7 @@ def unreadable_column(
     return None
 
 
-def _caught_up(cursors: Offsets, ends: Offsets) -> bool:
+def caught_up(cursors: Offsets, ends: Offsets) -> bool:
     return all(
         cursors.get(topic, {}).get(part, 0) >= end for topic, parts in ends.items()
         for part, end in parts.items()
@@ -268,9 +282,10 @@ def _caught_up(cursors: Offsets, ends: Offsets) -> bool:
 def _apply(
     spark: SparkSession, compiled: CompiledTable, state: TableState, events: DataFrame,
     ends: Offsets, now: dt.datetime, declared: dict[str, str], rebuild: bool = False,
+    summary: Summary | None = None,
 ) -> TableResult:  # fmt: skip
     path = table_path(compiled.table.name)
-    counts, schemas = _summary(events)
+    counts, schemas = summary or _summary(events)
     created = not rebuild and not pool_exists(path)  # by this pass, below (_ensure_tables)
     if (rebuild or created) and counts["upserts"] + counts["deletes"] == 0:
         # Nothing to type the table's keys from yet (say, only Debezium messages): the
@@ -304,8 +319,8 @@ def _apply(
         if created and not logs:  # SCD1, no delete, no truncate: rows into an empty table
             _append_first(compiled, columns, changes, run, meta)
         else:
-            vectors = _deletion_vectors(path, state)
-            _merge(spark, compiled, columns, changes, run, meta, cuts, vectors)
+            size = None if state.version is None else table_bytes(path, state.version)
+            _merge(spark, compiled, columns, changes, run, meta, cuts, size)
     except Exception as exc:
         if "INVALID_VARIANT_CAST" not in str(exc):
             raise
@@ -376,20 +391,35 @@ def _applies() -> Column:
     return F.col(SEQUENCE).isNotNull() & ~F.col(TRUNCATE) & (F.col(DELETE) | F.col(ROW).isNotNull())
 
 
-def _summary(events: DataFrame) -> tuple[dict[str, int], dict[str, str | None]]:
-    """What the events hold, in one Spark job: counts, and the schemas of their variants."""
-    row = events.select(
+# What a table's new events hold: counts (read, upserts, deletes, ignored, truncates),
+# and the schemas of their variants (__row_schema, __key_schema).
+Summary = tuple[dict[str, int], dict[str, str | None]]
+
+
+def summary_columns() -> list[Column]:
+    """The aggregates of a Summary, to compute over one table's events or, grouped by
+    source, over many tables' (tables/together.py)."""
+    return [
         F.count(F.lit(1)).alias("read"),
         F.count(F.when(_applies() & F.col(DELETE), 1)).alias("deletes"),
         F.count(F.when(_applies() & ~F.col(DELETE), 1)).alias("upserts"),
         F.count(F.when(~_applies() & ~F.col(TRUNCATE), 1)).alias("ignored"),
         F.count(F.when(F.col(TRUNCATE), 1)).alias("truncates"),
         *variant_schemas(),
-    ).first()
+    ]
+
+
+def summary_of(found: dict) -> Summary:
+    """A Summary from a row of summary_columns() (as a dict; other keys are left out)."""
+    counts = {k: found.get(k) or 0 for k in ("read", "deletes", "upserts", "ignored", "truncates")}
+    return counts, {k: found.get(k) for k in ("__row_schema", "__key_schema")}
+
+
+def _summary(events: DataFrame) -> Summary:
+    """What the events hold, in one Spark job."""
+    row = events.select(*summary_columns()).first()
     assert row is not None
-    found = row.asDict()
-    schemas = {k: found.pop(k) for k in ("__row_schema", "__key_schema")}
-    return found, schemas
+    return summary_of(row.asDict())
 
 
 def _current_columns(spark: SparkSession, path: str) -> dict[str, str]:
@@ -549,18 +579,13 @@ def _append_first(
     )  # fmt: skip
 
 
-def _deletion_vectors(path: str, state: TableState) -> bool:
-    """Whether the pass's MERGE marks the rows it changes with deletion vectors (a table of
-    DELETION_VECTORS_FROM_BYTES or more, or of a size not known) or rewrites their files."""
-    size = None if state.version is None else table_bytes(path, state.version)
-    return size is None or size >= DELETION_VECTORS_FROM_BYTES
-
-
 def _merge(
     spark: SparkSession, compiled: CompiledTable, columns: Columns, changes: DataFrame,
-    run: int, meta: str, cuts: list[str], vectors: bool = True,
+    run: int, meta: str, cuts: list[str], size: int | None = None,
 ) -> None:  # fmt: skip
+    """The pass's MERGE into the table, of `size` bytes before it (None: not known)."""
     table = compiled.table
+    vectors = size is None or size >= DELETION_VECTORS_FROM_BYTES
     settings = {
         "spark.databricks.delta.write.txnAppId": app_id(table.name),
         "spark.databricks.delta.write.txnVersion": str(run),
@@ -573,7 +598,8 @@ def _merge(
     }
     try:
         with pins() as pin, session_conf(spark, settings):
-            rows, within = merge_source(spark, compiled, columns, changes, pin)
+            bounded = size is None or size >= KEY_RANGE_FROM_BYTES
+            rows, within = merge_source(spark, compiled, columns, changes, pin, bounded)
             statement = merge_sql(table_path(table.name), compiled, columns, within, cuts)
             spark.sql(statement, source=pin(rows)).collect()
     except CONCURRENT_WRITE as exc:

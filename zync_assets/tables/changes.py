@@ -34,6 +34,7 @@ DELETE = "__DELETE"
 ROW = "__ROW"
 POSITION = "__POSITION"  # the event's place in its pool: the last of two equal events wins
 TRUNCATE = "__TRUNCATE"  # Debezium's truncate (op t): every row before it is gone
+TOPIC = "__TOPIC"  # an event's source topic, where one read serves several tables
 
 RAW_DELETES = "op = 'd' OR value IS NULL"
 STAGING_DELETES = "value IS NULL"
@@ -121,19 +122,24 @@ def new_rows(
     ends = source_ends(spec, table) if ends is None else ends
     if ends is None:
         return None
-    path = pool_path(table.source_pool)
+    return NewRows(pool_rows(spark, table, cursors, ends), ends)
+
+
+def pool_rows(spark: SparkSession, table: TableDef, cursors: Offsets, ends: Offsets) -> DataFrame:
+    """The rows (kafka, key, value) of table's source pool from `cursors` to `ends`, of
+    every topic `ends` names (tables of one pool read together: tables/together.py)."""
     kind = of_kind(OUTPUT) if table.from_staging else F.col("dead_letter").isNull()
-    rows = (
+    return (
         spark.read.format("delta")
-        .load(path)
-        .where(kind & above_cursors(cursors, [table.source]) & below_ends(ends))
+        .load(pool_path(table.source_pool))
+        .where(kind & above_cursors(cursors, list(ends)) & below_ends(ends))
         .select("kafka", "key", "value")
     )
-    return NewRows(rows, ends)
 
 
-def change_events(rows: DataFrame, compiled: CompiledTable) -> DataFrame:
-    """Change events: the table's sequence, whether it deletes, the row image, its position.
+def change_events(rows: DataFrame, compiled: CompiledTable, with_topic: bool = False) -> DataFrame:
+    """Change events: the table's sequence, whether it deletes, the row image, its position
+    (and, `with_topic`, its source topic as TOPIC).
 
     Events that neither delete nor carry a row (Debezium's message events) change no
     row; a truncate (TRUNCATE) ends every row before it (apply.py)."""
@@ -149,4 +155,5 @@ def change_events(rows: DataFrame, compiled: CompiledTable) -> DataFrame:
         F.col("key").alias("__KEY"),
         F.struct("kafka.partition", "kafka.offset").alias(POSITION),
         F.coalesce(F.col("op") == "t", F.lit(False)).alias(TRUNCATE),
+        *([F.col("kafka.topic").alias(TOPIC)] if with_topic else []),
     )

@@ -72,18 +72,21 @@ def _literal(kind: str, value: object) -> str:
 
 def merge_source(
     spark: SparkSession, compiled: CompiledTable, columns: Columns, changes: DataFrame,
-    pin: Callable[[DataFrame], DataFrame] = lambda frame: frame,
+    pin: Callable[[DataFrame], DataFrame] = lambda frame: frame, bounded: bool = True,
 ) -> tuple[DataFrame, str]:  # fmt: skip
     """The MERGE's source rows, and the range of their keys over the target `t`
-    (key_range). `pin` keeps a frame that the plan reads several times (the
-    touched keys, SCD2's stored versions and folded events): without it each read
-    computes the frame again, and an SCD2 source cost 12–19 s for 200 rows."""
+    (key_range; TRUE unless `bounded`). `pin` keeps a frame that the plan reads several
+    times (the touched keys, SCD2's stored versions and folded events): without it each
+    read computes the frame again, and an SCD2 source cost 12–19 s for 200 rows."""
     table = compiled.table
     keys, data = list(table.keys), columns.data()
-    touched = pin(changes.select(*keys).distinct())
-    bounds = key_bounds(touched, keys)
+    logged = pool_exists(table_changes_path(table.name))  # made with the first delete
+    touched = changes.select(*keys).distinct()
+    if bounded or logged or table.scd2:  # read more than once: pinned
+        touched = pin(touched)
+    bounds = key_bounds(touched, keys) if bounded else []
     new = _with_position(changes.drop(ROW))
-    if pool_exists(table_changes_path(table.name)):  # made with the first delete (apply.py)
+    if logged:
         new = new.unionByName(_with_position(_logged(spark, compiled, columns, touched)))
     if not table.scd2:
         # The newest known change per key; the MERGE applies it only where it is newer

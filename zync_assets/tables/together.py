@@ -1,0 +1,168 @@
+"""A pass over many lake tables: the new events of those that share a source pool read in one
+scan and counted in one job, then each table merged on its own (apply.py).
+
+A table's pass costs Spark a fixed price whatever its rows: planning a Delta scan of its
+pool (Delta's file skipping is a job), a job to count its events and read their schemas,
+a MERGE. Over a pattern's tables (a whole database's, say) the first two were paid once
+per table; here they are paid once per pool and shape (the tables of a pattern share
+their `sequence-by` and `apply-as-deletes`): one scan reads every table's range, one
+job groups the counts by source topic. Each table then reads its own events from the
+pinned rows, and commits alone: its cursors, run and attempt check are exactly those of
+apply_table, so a kill or a rival writer costs what it costs a single table's pass.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from zync_assets.core.offsets import Offsets
+from zync_assets.kafka.registry import Registry
+from zync_assets.spark.session import pinned, sized_work, unpin
+from zync_assets.specs.model import Spec
+from zync_assets.tables.apply import (
+    Summary,
+    TableResult,
+    apply_events,
+    apply_table,
+    caught_up,
+    compile_tables,
+    new_events,
+    nothing_new,
+    summary_columns,
+    summary_of,
+    table_state,
+)
+from zync_assets.tables.changes import TOPIC, CompiledTable, change_events, pool_rows
+from zync_assets.tables.state import TableState, source_ends
+
+Outcome = TableResult | Exception  # a table's result, or what stopped its pass
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Due:
+    """A table with new events: its state, and the pool's ends for its source."""
+
+    compiled: CompiledTable
+    state: TableState
+    ends: Offsets
+
+
+def apply_tables(
+    spark: SparkSession, tables: list[CompiledTable], now: dt.datetime, registry: Registry | None
+) -> list[Outcome]:
+    """Each table's pass (as apply_table would make it), in the order given: its result,
+    or the exception that stopped it (one table's failure stops no other's)."""
+    outcomes: dict[str, Outcome] = {}
+    due: list[_Due] = []
+    for compiled in tables:
+        name = compiled.table.name
+        try:
+            state = table_state(name)
+            ends = source_ends(compiled.spec, compiled.table)
+            if ends is None or caught_up(state.cursors, ends):
+                outcomes[name] = nothing_new(spark, name, state)
+            else:
+                due.append(_Due(compiled, state, ends))
+        except Exception as exc:  # py4j, Spark and Delta errors alike: this table's
+            outcomes[name] = exc
+    for group in _groups(due):
+        outcomes |= _apply_group(spark, group, now, registry)
+    return [outcomes[c.table.name] for c in tables]
+
+
+def run_tables(
+    spark: SparkSession, spec: Spec, registry: Registry | None = None, only: str | None = None,
+    compiled: list[CompiledTable] | None = None, now: dt.datetime | None = None,
+) -> list[TableResult]:  # fmt: skip
+    """One pass of each of the spec's tables (or table `only`), the first failure raised
+    (once every table has had its pass). `registry`: where the sources' Avro schemas
+    are, to type the columns (without it, from the values alone)."""
+    compiled = compiled if compiled is not None else compile_tables(spark, spec)
+    chosen = [c for c in compiled if only is None or c.table.name == only]
+    outcomes = apply_tables(spark, chosen, now or dt.datetime.now(dt.UTC), registry)
+    results: list[TableResult] = []
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):
+            raise outcome
+        results.append(outcome)
+    return results
+
+
+def _groups(due: list[_Due]) -> list[list[_Due]]:
+    """The due tables that can be read together: of one source pool and shape, where the
+    tables of one source topic stand at the same cursors and read to the same ends (so
+    that they read the same events, and the counts grouped by topic are each one's);
+    every other table alone."""
+    shared: dict[tuple, list[_Due]] = defaultdict(list)
+    for item in due:
+        table = item.compiled.table
+        shape = (table.source_pool, table.from_staging, table.sequence_by, table.apply_as_deletes)
+        shared[shape].append(item)
+    groups: list[list[_Due]] = []
+    for members in shared.values():
+        at: dict[str, set[str]] = defaultdict(set)  # topic -> its tables' cursors and ends
+        for m in members:
+            at[m.compiled.table.source].add(json.dumps([_cursor(m), m.ends], sort_keys=True))
+        together = [m for m in members if len(at[m.compiled.table.source]) == 1]
+        groups += [[m] for m in members if len(at[m.compiled.table.source]) > 1]
+        if together:
+            groups.append(together)
+    return groups
+
+
+def _cursor(item: _Due) -> dict[int, int]:
+    """A table's cursors on its source topic."""
+    return item.state.cursors.get(item.compiled.table.source, {})
+
+
+def _apply_group(
+    spark: SparkSession, group: list[_Due], now: dt.datetime, registry: Registry | None
+) -> dict[str, Outcome]:
+    if len(group) == 1:  # nothing to share: apply_table's own read
+        return {group[0].compiled.table.name: _outcome(apply_table, spark, group[0].compiled,
+                                                       now, registry)}  # fmt: skip
+    first = group[0].compiled
+    cursors = {m.compiled.table.source: _cursor(m) for m in group}  # one per topic (_groups)
+    ends = {topic: parts for m in group for topic, parts in m.ends.items()}
+    with sized_work(spark, new_events(cursors, ends)):
+        try:
+            events = pinned(change_events(pool_rows(spark, first.table, cursors, ends), first,
+                                          with_topic=True))  # fmt: skip
+        except Exception as exc:  # the shared read's failure is each table's
+            return {m.compiled.table.name: exc for m in group}
+        try:
+            summaries = _outcome(_summaries, events)
+            return {
+                m.compiled.table.name: summaries if isinstance(summaries, Exception) else _outcome(
+                    apply_events, spark, m.compiled, m.state,
+                    events.where(F.col(TOPIC) == m.compiled.table.source).drop(TOPIC),
+                    m.ends, now, registry, False,
+                    summaries.get(m.compiled.table.source, summary_of({})),
+                )
+                for m in group
+            }  # fmt: skip
+        finally:
+            unpin(events)
+
+
+def _summaries(events: DataFrame) -> dict[str, Summary]:
+    """Each source topic's Summary, in one job (a topic with no row in range: none, as
+    apply.py's _summary of no rows)."""
+    rows = events.groupBy(TOPIC).agg(*summary_columns()).collect()
+    return {row[TOPIC]: summary_of(row.asDict()) for row in rows}
+
+
+def _outcome(call: Callable[..., T], *args: object) -> T | Exception:
+    try:
+        return call(*args)
+    except Exception as exc:  # py4j, Spark and Delta errors alike: this table's
+        return exc
