@@ -38,6 +38,7 @@ from zync_assets_tests.support.dagster_reads import (
     latest_materialization,
     latest_materialization_entry,
     run_by_id,
+    why_failed,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -156,9 +157,8 @@ def test_a_new_batch_reaches_raw_staging_and_the_output_topic_with_no_manual_run
     assert len(carriers) == 1, carriers
     carrier = run_by_id(ui.instance, carriers.pop())
     assert carrier.tags.get("dagster/sensor_name") == "raw_Raw_kafka_sensor"
-    assert all(
-        r.status == DagsterRunStatus.SUCCESS for r in runs if r.status not in ACTIVE_RUN_STATUSES
-    )
+    failed = [r for r in runs if r.status not in [*ACTIVE_RUN_STATUSES, DagsterRunStatus.SUCCESS]]
+    assert not failed, [why_failed(ui.instance, r) for r in failed]
 
 
 def test_no_new_data_launches_no_run_across_several_sensor_ticks(
