@@ -73,7 +73,14 @@ WAREHOUSE_ROW = ", ".join(
 )
 
 
+# Row 5's json and jsonb hold the JSON document `null`, row 4's are SQL NULL: the two stay
+# apart everywhere (psycopg reads both as None, so these columns are read as their text).
+JSON_NULL_ROW = 5
+DOCUMENTS = ("j", "jb")
+
+
 def typed_values(i: int) -> dict[str, Any]:
+    documents = {"j": "null", "jb": "null"} if i == JSON_NULL_ROW else {}
     return {
         "id": i, "d": dt.date(2020, 1, 4) + dt.timedelta(days=i), "t0": dt.time(9, 30, i),
         "t6": dt.time(9, 30, 1, 123456), "tz": "10:11:12+02", "ts3": dt.datetime(2024, 5, 6, 7, 8, 9, 123000),
@@ -85,7 +92,7 @@ def typed_values(i: int) -> dict[str, Any]:
         "u": uuid.UUID(int=i), "e": "happy", "b4": "1010", "by": bytes([0, 1, 2, i % 256]),
         "ints": [i, 2, 3], "texts": ["a", "b c"], "r": 1.5 + i, "dp": 2.25 * i, "vc": f"v{i}",
         "i4": 100_000 + i, "i2": -i,
-    }  # fmt: skip
+    } | documents  # fmt: skip
 
 
 def insert_typed(conn: psycopg.Connection, i: int) -> None:
@@ -159,6 +166,7 @@ def workload(chain: Chain) -> dict[int, str]:
         for i in (1, 2, 3):
             insert_typed(conn, i)
         conn.execute("INSERT INTO typed (id) VALUES (4)")  # NULL in every other column
+        insert_typed(conn, JSON_NULL_ROW)
         for account, customer in ((101, 1), (102, 1), (103, 2), (104, 3), (105, 9)):
             conn.execute("INSERT INTO accounts VALUES (%s, %s, %s)",
                          [account, Decimal(account) / 4, customer])  # fmt: skip
@@ -179,8 +187,20 @@ def workload(chain: Chain) -> dict[int, str]:
 def source_rows(chain: Chain, table: str, columns: list[str]) -> list[tuple]:
     with chain.source() as conn:
         return [
-            tuple(r) for r in conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY id")
+            tuple(r)
+            for r in conn.execute(f"SELECT {select_list(columns)} FROM {table} ORDER BY id")
         ]
+
+
+def select_list(columns: list[str]) -> str:
+    """`columns`, the JSON ones as their text (SQL NULL is None, the document null 'null')."""
+    return ", ".join(f"{c}::text" if c in DOCUMENTS else c for c in columns)
+
+
+def document(text: str | None) -> tuple | None:
+    """A JSON column's text as what it means: None for SQL NULL, else the parsed document
+    (tagged, so that the document `null` is not None)."""
+    return None if text is None else ("document", json.loads(text))
 
 
 def lake_rows(spark, name: str, columns: list[str]) -> list[tuple]:
@@ -210,7 +230,7 @@ def typed_expected(chain: Chain) -> list[tuple]:
     """The source's typed rows in the shape typed_lake_rows gives."""
     rows = []
     with chain.source() as conn:
-        for r in conn.execute(f"SELECT {', '.join(TYPED_COLUMNS)} FROM typed ORDER BY id"):
+        for r in conn.execute(f"SELECT {select_list(TYPED_COLUMNS)} FROM typed ORDER BY id"):
             v = dict(zip(TYPED_COLUMNS, r, strict=True))
             if all(v[c] is None for c in TYPED_COLUMNS[1:]):  # NULL stays NULL, JSON too
                 rows.append((v["id"], *[None] * (len(TYPED_COLUMNS) - 1)))
@@ -220,7 +240,8 @@ def typed_expected(chain: Chain) -> list[tuple]:
                 v["id"], v["d"], v["t0"].isoformat(), v["t6"].isoformat(),
                 "08:11:12Z", v["ts3"], v["ts6"], int(v["tstz"].timestamp() * 1_000_000),
                 int(v["iv"] / dt.timedelta(microseconds=1)), v["n"], v["nv"],
-                json.dumps(v["j"], separators=(",", ":")), json.dumps(v["jb"], separators=(",", ":")),
+                *(None if v[c] is None else json.dumps(json.loads(v[c]), separators=(",", ":"))
+                  for c in DOCUMENTS),
                 str(v["u"]), v["e"], f"{int(v['b4'], 2):02X}", bytes(v["by"]),
                 json.dumps(v["ints"], separators=(",", ":")),
                 json.dumps(v["texts"], separators=(",", ":")),
@@ -295,7 +316,13 @@ def test_a_users_schema_with_every_semantic_type_and_a_toasted_column(
     assert [r[0] for r in lake_typed] == [r[0] for r in source_typed]
     for got, wanted in zip(lake_typed, source_typed, strict=True):
         for column, a, b in zip(TYPED_COLUMNS, got, wanted, strict=True):
-            assert a == b, (column, a, b)
+            # Not yet for Connect JSON: a lake table learns which columns are JSON from the
+            # registry's schemas, and a Connect JSON source has none there (docs/tables.md).
+            unknown = wire_format == "json" and column in DOCUMENTS and got[0] == JSON_NULL_ROW
+            assert a == b or (unknown and a is None), (column, a, b)
+    if wire_format == "avro":  # SQL NULL and the document null, apart in the lake table
+        jb = TYPED_COLUMNS.index("jb")
+        assert [r[jb] for r in lake_typed if r[0] in (4, JSON_NULL_ROW)] == [None, "null"]
     lake_typed_now = spark.read.format("delta").load(table_path(f"{chain.name}_typed_now"))
     if wire_format == "avro":  # typed from the registry: a column no row has a value for
         assert lake_typed_now.schema["never"].dataType.simpleString() == "string"
@@ -332,7 +359,7 @@ def assert_warehouse_view_equals_its_query(chain: Chain, timeout: float = 60) ->
 
 
 def warehouse_typed(chain: Chain) -> list[tuple]:
-    query = f"SELECT {', '.join(TYPED_COLUMNS)} FROM {chain.name}_typed ORDER BY id"
+    query = f"SELECT {select_list(TYPED_COLUMNS)} FROM {chain.name}_typed ORDER BY id"
     with chain.warehouse() as conn:
         try:
             return [tuple(r) for r in conn.execute(query)]
@@ -387,7 +414,7 @@ def assert_warehouse_mirrors_source(chain: Chain, timeout: float = 60) -> None:
     expected = [tuple(r) for r in source_rows(chain, "typed", columns)]
     deadline = time.monotonic() + timeout
     got: list[tuple] = []
-    query = f"SELECT {', '.join(columns)} FROM {chain.name}_typed ORDER BY id"
+    query = f"SELECT {select_list(columns)} FROM {chain.name}_typed ORDER BY id"
     while time.monotonic() < deadline:
         with chain.warehouse() as conn:
             try:
@@ -413,16 +440,19 @@ def assert_warehouse_mirrors_source(chain: Chain, timeout: float = 60) -> None:
         (column, a, b)
         for want, have in zip(expected, got, strict=True)
         for column, a, b in zip(columns, want, have, strict=True)
-        if a != b and not (column == "nv" and float(a) == b)  # as double precision holds it
+        if (document(a) != document(b) if column in DOCUMENTS else a != b)
+        and not (column == "nv" and float(a) == b)  # as double precision holds it
     ]
+    nulls = [(r[0], r[columns.index("jb")]) for r in got if r[0] in (4, JSON_NULL_ROW)]
+    assert nulls == [(4, None), (JSON_NULL_ROW, "null")]  # the test holds both kinds
     assert wrong == [], "\n".join(f"{c}: source {a!r}, warehouse {b!r}" for c, a, b in wrong)
 
 
 def same_value(column: str, source: Any, warehouse: Any) -> bool:
     """Whether the warehouse holds the source's value, in the column type the JDBC sink
     makes of what zync sends (docs/debezium.md, "Debezium's types in the warehouse")."""
-    if source is None:  # a stateless rule's to_json of a SQL NULL is the text null
-        return warehouse is None or (column in ("j", "jb") and warehouse == "null")
+    if source is None:  # SQL NULL, in a JSON column too (its document null is the text null)
+        return warehouse is None
     if column in ("t0", "t6"):  # time → text HH:MM:SS[.ffffff]
         return warehouse == source.isoformat()
     if column == "tz":  # timetz → text, the time in UTC (Debezium's ZonedTime)
@@ -430,8 +460,8 @@ def same_value(column: str, source: Any, warehouse: Any) -> bool:
         return warehouse == moment.time().isoformat() + "Z"
     if column == "iv":  # interval → bigint microseconds (Debezium's MicroDuration)
         return warehouse == source // dt.timedelta(microseconds=1)
-    if column in ("j", "jb"):  # json → its text, as the rule wrote it
-        return json.loads(warehouse) == source
+    if column in DOCUMENTS:  # json → its text, as the rule wrote it
+        return document(warehouse) == document(source)
     if column == "u":  # uuid → text
         return warehouse == str(source)
     if column == "b4":  # bit(n) → bytea (Debezium's Bits)

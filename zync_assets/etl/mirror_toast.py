@@ -77,11 +77,19 @@ def _filled(rows: DataFrame, events: DataFrame, fields: list[str]) -> DataFrame:
     )
     at = F.struct("__src.topic", "__src.partition", "__src.offset")
     joined = rows.join(known, at == known["__at"], "left")
-    value = F.to_variant_object(F.struct(*(
-        F.when(
-            is_unavailable(F.col("value"), f"$.{name}") & F.col(f"__known_{i}").isNotNull(),
-            F.col(f"__known_{i}"),
-        ).otherwise(_field("value", name)).alias(name)
+    # A map of the fields, not a struct: a field the row leaves out (a JSON column's SQL
+    # NULL, ingest's AvroVariantReader.Record) stays out, where a struct's NULL field would
+    # become a variant null, the JSON document null.
+    entries = F.create_map(*(
+        part
         for i, name in enumerate(fields)
-    )))  # fmt: skip
+        for part in (
+            F.lit(name),
+            F.when(
+                is_unavailable(F.col("value"), f"$.{name}") & F.col(f"__known_{i}").isNotNull(),
+                F.col(f"__known_{i}"),
+            ).otherwise(_field("value", name)),
+        )
+    ))  # fmt: skip
+    value = F.to_variant_object(F.map_filter(entries, lambda _, v: v.isNotNull()))
     return joined.select(*(value.alias(c) if c == "value" else F.col(c) for c in rows.columns))

@@ -56,7 +56,7 @@ from zync_assets.tables.columns import (
     plan_columns,
     variant_schemas,
 )
-from zync_assets.tables.declared import declared_columns
+from zync_assets.tables.declared import NOTHING_DECLARED, Declared, declared
 from zync_assets.tables.expand import lake_tables
 from zync_assets.tables.keys import with_message_keys
 from zync_assets.tables.merge import first_rows, merge_source, merge_sql
@@ -129,14 +129,14 @@ def compile_tables(
     return compiled
 
 
-def declared_types(compiled: CompiledTable, registry: Registry | None) -> dict[str, str]:
+def declared_types(compiled: CompiledTable, registry: Registry | None) -> Declared:
     """The column types a raw Avro source's schemas declare (none for other sources)."""
     table = compiled.table
     if registry is None or table.from_staging:
-        return {}
+        return NOTHING_DECLARED
     if compiled.spec.formats([table.source])[table.source].value != "avro":
-        return {}
-    return declared_columns(registry.versions(f"{table.source}-value"), envelope=True)
+        return NOTHING_DECLARED
+    return declared(registry.versions(f"{table.source}-value"), envelope=True)
 
 
 def apply_table(
@@ -189,8 +189,8 @@ def apply_events(
     """A table's pass over `events` (pinned: read more than once), its source's change
     events from the state's cursors to `ends`; `summary`: theirs, if already counted
     (tables/together.py counts many tables' in one job)."""
-    declared = declared_types(compiled, registry)
-    return _apply(spark, compiled, state, events, ends, now, declared, rebuild, summary)
+    found = declared_types(compiled, registry)
+    return _apply(spark, compiled, state, events, ends, now, found, rebuild, summary)
 
 
 def new_events(cursors: Offsets, ends: Offsets) -> int:
@@ -281,7 +281,7 @@ def caught_up(cursors: Offsets, ends: Offsets) -> bool:
 
 def _apply(
     spark: SparkSession, compiled: CompiledTable, state: TableState, events: DataFrame,
-    ends: Offsets, now: dt.datetime, declared: dict[str, str], rebuild: bool = False,
+    ends: Offsets, now: dt.datetime, found: Declared, rebuild: bool = False,
     summary: Summary | None = None,
 ) -> TableResult:  # fmt: skip
     path = table_path(compiled.table.name)
@@ -299,7 +299,7 @@ def _apply(
     current = {} if rebuild else _current_columns(spark, path)
     check_selection(compiled, state, current)
     seen = observed(schemas, table.keys)
-    columns = plan_columns(table, current, seen, declared)
+    columns = plan_columns(table, current, seen, found.types, found.documents)
     changes = _typed_events(events, columns)
     cuts = _cut_points(events, compiled.sequence_type) if counts["truncates"] else []
     if cuts:

@@ -90,12 +90,14 @@ class Columns:
 
     types: dict[str, str]
     keys: tuple[str, ...]
+    # JSON columns (declared.Declared.documents): their variant null is the document null.
+    documents: frozenset[str] = frozenset()
 
     def typed(self, skip: tuple[str, ...] = ()) -> list[Column]:
         """The columns (but `skip`), read from the event's row image (keys also from its
         Kafka key)."""
         return [
-            _typed(name, kind, name in self.keys)
+            _typed(name, kind, name in self.keys, name in self.documents)
             for name, kind in self.types.items() if name not in skip
         ]  # fmt: skip
 
@@ -111,12 +113,14 @@ class Columns:
         return [name for name in self.types if name not in self.keys]
 
 
-def _typed(name: str, kind: str, key: bool) -> Column:
+def _typed(name: str, kind: str, key: bool, document: bool = False) -> Column:
     # Ingest stored each value as the type it stands for (a Debezium Date is a DATE), so a
     # plain cast reads it; a value that does not fit fails the pass (apply.py names it).
     def read(variant: str) -> str:
-        if kind == VARIANT:  # SQL NULL, not a JSON null: `WHERE c IS NULL` finds it
-            field = f"variant_get({variant}, '$.{name}')"
+        field = f"variant_get({variant}, '$.{name}')"
+        if kind == VARIANT and document:  # SQL NULL is an absent field, so NULL here; the
+            return field  # document `null` a variant null: `WHERE c IS NULL` tells them apart
+        if kind == VARIANT:  # a variant null is SQL NULL: `WHERE c IS NULL` finds it
             return f"CASE WHEN is_variant_null({field}) THEN NULL ELSE {field} END"
         return f"variant_get({variant}, '$.{name}', '{kind}')"
 
@@ -154,10 +158,12 @@ def plan_columns(
     current: dict[str, str],
     seen: dict[str, str | None],
     declared: dict[str, str] | None = None,
+    documents: frozenset[str] = frozenset(),
 ) -> Columns:
     """The table's columns after this pass: its `current` ones (name → type), widened where
     the events' types ask for it, and the new fields the table keeps. `declared`: the
-    types the source's schemas give (they win over the values' own)."""
+    types the source's schemas give (they win over the values' own); `documents`: its
+    JSON columns."""
     declared = declared or {}
     seen = {
         name: declared[name] if name in declared and kind is not None else kind
@@ -183,4 +189,4 @@ def plan_columns(
     ordered = {k: types[k] for k in table.keys} | {
         k: v for k, v in types.items() if k not in table.keys
     }
-    return Columns(ordered, table.keys)
+    return Columns(ordered, table.keys, frozenset(n for n in documents if n in ordered))

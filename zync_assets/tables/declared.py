@@ -23,7 +23,7 @@ ingest stored, and a column reads it with a plain cast:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from zync_assets.codec.row_schema import non_null, row_record
 
@@ -58,16 +58,44 @@ _PRIMITIVE = {
 }  # fmt: skip
 
 
-def declared_columns(schemas: list[Any], envelope: bool) -> dict[str, str]:
-    """Column name → type, from a topic's value schemas (oldest first; a newer one wins).
-    `envelope`: the schemas are Debezium envelopes, whose `after` record is the row."""
+class Declared(NamedTuple):
+    """What a topic's value schemas say of its row's columns."""
+
+    types: dict[str, str]  # column name → type
+    # The JSON columns (io.debezium.data.Json): ingest leaves out a field whose value is SQL
+    # NULL and keeps the JSON document `null` as a variant null, so in these columns (and
+    # only these) a variant null is a value, not a NULL.
+    documents: frozenset[str]
+
+
+def declared(schemas: list[Any], envelope: bool) -> Declared:
+    """The columns of a topic's value schemas (oldest first; a newer one wins). `envelope`:
+    the schemas are Debezium envelopes, whose `after` record is the row."""
     columns: dict[str, str] = {}
+    documents: set[str] = set()
     for schema in schemas:
         row = row_record(schema, envelope)
         for field in row.get("fields", []) if row else []:
             if isinstance(field, dict) and isinstance(field.get("name"), str):
-                columns[field["name"]] = avro_column(field.get("type"))
-    return columns
+                name, kind = field["name"], field.get("type")
+                columns[name] = avro_column(kind)
+                documents.discard(name)
+                if _is_json(kind):
+                    documents.add(name)
+    return Declared(columns, frozenset(documents))
+
+
+NOTHING_DECLARED = Declared({}, frozenset())
+
+
+def declared_columns(schemas: list[Any], envelope: bool) -> dict[str, str]:
+    """Column name → type, from a topic's value schemas (see `declared`)."""
+    return declared(schemas, envelope).types
+
+
+def _is_json(kind: Any) -> bool:
+    kind = non_null(kind)
+    return isinstance(kind, dict) and kind.get("connect.name") == "io.debezium.data.Json"
 
 
 def avro_column(kind: Any) -> str:

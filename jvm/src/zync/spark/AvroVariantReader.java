@@ -194,17 +194,29 @@ final class AvroVariantReaders {
     }
   }
 
+  /**
+   * A record as an object of its fields. A JSON column's SQL NULL is the one value that leaves its
+   * field out: the JSON document {@code null} is a variant null, so the two stay apart ({@code
+   * variant_get(after, '$.doc')} is SQL NULL for the one, a variant null for the other).
+   */
   static final class Record implements AvroVariantReader {
     private String[] names;
     private AvroVariantReader[] fields;
+    private int[] jsonNullBranch; // a nullable JSON column's null branch; -1 for other fields
+    private AvroVariantReader[] jsonDocument; // that column's reader of its document
 
     void define(Schema schema, Map<String, Record> records) {
       List<Schema.Field> schemaFields = schema.getFields();
       names = new String[schemaFields.size()];
       fields = new AvroVariantReader[schemaFields.size()];
+      jsonNullBranch = new int[fields.length];
+      jsonDocument = new AvroVariantReader[fields.length];
       for (int i = 0; i < fields.length; i++) {
+        Schema field = schemaFields.get(i).schema();
         names[i] = schemaFields.get(i).name();
-        fields[i] = of(schemaFields.get(i).schema(), records);
+        fields[i] = of(field, records);
+        jsonNullBranch[i] = nullableJsonNullBranch(field);
+        if (jsonNullBranch[i] >= 0) jsonDocument[i] = of(field.getTypes().get(1 - jsonNullBranch[i]), records);
       }
     }
 
@@ -213,11 +225,32 @@ final class AvroVariantReaders {
       int start = out.getWritePos();
       ArrayList<FieldEntry> entries = new ArrayList<>(fields.length);
       for (int i = 0; i < fields.length; i++) {
+        AvroVariantReader reader = fields[i];
+        if (jsonNullBranch[i] >= 0) {
+          int branch = index(in.readIndex(), 2, "union branch");
+          if (branch == jsonNullBranch[i]) continue; // SQL NULL: no field
+          reader = jsonDocument[i];
+        }
         entries.add(new FieldEntry(names[i], out.addKey(names[i]), out.getWritePos() - start));
-        fields[i].read(in, out);
+        reader.read(in, out);
       }
       out.finishWritingObject(start, entries);
     }
+  }
+
+  static final String JSON = "io.debezium.data.Json";
+
+  /** The null branch of a union [null, JSON text] (either order); -1 for any other schema. */
+  private static int nullableJsonNullBranch(Schema schema) {
+    if (schema.getType() != Schema.Type.UNION || schema.getTypes().size() != 2) return -1;
+    for (int i = 0; i < 2; i++) {
+      Schema branch = schema.getTypes().get(1 - i);
+      if (schema.getTypes().get(i).getType() == Schema.Type.NULL
+          && branch.getType() == Schema.Type.STRING && JSON.equals(branch.getProp(ConnectTypeReaders.PROPERTY))) {
+        return i;
+      }
+    }
+    return -1;
   }
 
   /** A union of several non-null types: {member0: .., member1: ..}, one of them present. */

@@ -133,8 +133,13 @@ public final class ConnectJsonToVariant implements UDF1<byte[], VariantVal> {
     ArrayList<FieldEntry> entries = new ArrayList<>();
     for (JsonNode field : schema.path("fields")) {
       String name = field.path("field").asText();
+      JsonNode fieldValue = value.get(name);
+      // A JSON column's SQL NULL leaves its field out, as in AvroVariantReader.Record: the
+      // document null (the text "null") is a variant null.
+      boolean absent = fieldValue == null || fieldValue.isNull();
+      if (absent && AvroVariantReaders.JSON.equals(field.path("name").asText(""))) continue;
       entries.add(new FieldEntry(name, out.addKey(name), out.getWritePos() - start));
-      write(field, value.get(name), out, path.isEmpty() ? name : path + "." + name);
+      write(field, fieldValue, out, path.isEmpty() ? name : path + "." + name);
     }
     out.finishWritingObject(start, entries);
   }

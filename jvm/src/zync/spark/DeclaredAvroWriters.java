@@ -158,6 +158,11 @@ final class DeclaredAvroWriters {
     }
 
     @Override
+    boolean writesVariantNull() {
+      return true; // the document null; its column's SQL NULL is an absent field
+    }
+
+    @Override
     void write(byte[] v, int pos, byte[] metadata, AvroOut out) {
       if (pos == ABSENT) throw mismatch(v, pos, "a JSON document"); // a JSON null is a document
       byte[] slice = Arrays.copyOfRange(v, pos, pos + VariantUtil.valueSize(v, pos));

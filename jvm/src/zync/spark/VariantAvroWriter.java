@@ -43,6 +43,14 @@ abstract class VariantAvroWriter {
     return of(schema, "");
   }
 
+  /**
+   * Whether this writer writes a variant null as a value of its own (a JSON column's document
+   * {@code null}); then only an absent field is a nullable field's SQL NULL.
+   */
+  boolean writesVariantNull() {
+    return false;
+  }
+
   static boolean isNull(byte[] value, int pos) {
     return pos == ABSENT || VariantUtil.getType(value, pos) == Type.NULL;
   }
@@ -124,7 +132,7 @@ abstract class VariantAvroWriter {
 
     @Override
     void write(byte[] v, int pos, byte[] metadata, AvroOut out) {
-      if (isNull(v, pos)) {
+      if (pos == ABSENT || (isNull(v, pos) && !value.writesVariantNull())) {
         out.varLong(nullBranch);
       } else {
         out.varLong(valueBranch);

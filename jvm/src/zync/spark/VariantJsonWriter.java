@@ -7,6 +7,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.math.BigDecimal;
+import java.time.ZoneOffset;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.HashSet;
@@ -45,12 +46,16 @@ final class VariantJsonWriter {
   }
 
   private static void write(JsonNode schema, Variant v, JsonGenerator json, String path) throws IOException {
+    String name = schema.path("name").asText("");
+    if (v != null && AvroVariantReaders.JSON.equals(name)) { // a document, null among them
+      json.writeString(v.toJson(ZoneOffset.UTC)); // its column's SQL NULL is an absent field
+      return;
+    }
     Type type = v == null ? Type.NULL : v.getType();
     if (type == Type.NULL) {
       json.writeNull();
       return;
     }
-    String name = schema.path("name").asText("");
     switch (name) {
       case "org.apache.kafka.connect.data.Decimal" -> {
         int scale = Integer.parseInt(schema.path("parameters").path("scale").asText("0"));

@@ -158,6 +158,51 @@ class RoundTripTest {
   }
 
   @Test
+  void aJsonNullDocumentAndSqlNullStayApartBothWays() throws IOException {
+    Schema schema = new Schema.Parser().parse(DEBEZIUM_ROW);
+    GenericRecord document = new GenericData.Record(schema);
+    document.put("id", 1);
+    document.put("jb", "null"); // 'null'::jsonb
+    GenericRecord sqlNull = new GenericData.Record(schema);
+    sqlNull.put("id", 2);
+    sqlNull.put("jb", null);
+
+    VariantVal fromDocument = new AvroToVariant().call(framed(schema, document), schemaList(schema));
+    VariantVal fromSqlNull = new AvroToVariant().call(framed(schema, sqlNull), schemaList(schema));
+
+    assertEquals(org.apache.spark.types.variant.VariantUtil.Type.NULL,
+        variant(fromDocument).getFieldByKey("jb").getType());
+    assertNull(variant(fromSqlNull).getFieldByKey("jb"));
+    assertArrayEquals(framed(schema, document), new VariantToAvro().call(fromDocument, encoders(schema)));
+    assertArrayEquals(framed(schema, sqlNull), new VariantToAvro().call(fromSqlNull, encoders(schema)));
+  }
+
+  @Test
+  void aConnectJsonNullDocumentAndSqlNullStayApartBothWays() throws IOException {
+    String schema =
+        "{\"type\":\"struct\",\"optional\":false,\"fields\":["
+            + "{\"field\":\"id\",\"type\":\"int64\",\"optional\":false},"
+            + "{\"field\":\"doc\",\"type\":\"string\",\"optional\":true,\"name\":\"io.debezium.data.Json\",\"version\":1},"
+            + "{\"field\":\"none\",\"type\":\"string\",\"optional\":true,\"name\":\"io.debezium.data.Json\",\"version\":1},"
+            + "{\"field\":\"nested\",\"type\":\"string\",\"optional\":true,\"name\":\"io.debezium.data.Json\",\"version\":1}]}";
+    String payload = "{\"id\":7,\"doc\":\"null\",\"none\":null,\"nested\":\"{\\\"a\\\":null,\\\"b\\\":[null,1]}\"}";
+    byte[] message = ("{\"schema\":" + schema + ",\"payload\":" + payload + "}").getBytes(StandardCharsets.UTF_8);
+
+    VariantVal decoded = ConnectJsonToVariant.decode(message);
+    ObjectNode list = JsonNodeFactory.instance.objectNode();
+    list.putArray("other").add("json").add(schema);
+    byte[] encoded = new VariantToAvro().call(decoded, JSON.writeValueAsBytes(list));
+
+    assertEquals(org.apache.spark.types.variant.VariantUtil.Type.NULL, variant(decoded).getFieldByKey("doc").getType());
+    assertNull(variant(decoded).getFieldByKey("none"));
+    assertEquals(JSON.readTree(message), JSON.readTree(encoded));
+  }
+
+  private static org.apache.spark.types.variant.Variant variant(VariantVal value) {
+    return new org.apache.spark.types.variant.Variant(value.getValue(), value.getMetadata());
+  }
+
+  @Test
   void aValueOutsideItsDeclaredIntegerIsAnError() throws IOException {
     Schema wide = new Schema.Parser().parse(DEBEZIUM_ROW.replace("\"connect.type\":\"int16\"", "\"connect.type\":\"int32\""));
     GenericRecord row = new GenericData.Record(wide);
