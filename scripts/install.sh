@@ -15,7 +15,8 @@
 #                       Java tests: jvm/build.sh, as a wheel build does)
 #   .zync/jars/class-data/ the local Spark driver's class-data archive (Java AppCDS)
 #   .zync/jars/connect/ a Kafka Connect worker; .zync/jars/connect-plugins/ holds Debezium's
-#                       PostgreSQL source and JDBC sink and an Avro converter (the CDC stack)
+#                       PostgreSQL source and JDBC sink and an Avro converter (the CDC stack),
+#                       and zync's own sink connector and converter around them (jvm/connect/)
 #   PostgreSQL          Debian's postgresql-15 (server binaries only: the stack runs its own
 #                       private clusters under .zync/, the package makes none)
 #   /usr/bin/chromium   Debian's Chromium, for the browser test of the Dagster UI (.debs
@@ -125,6 +126,16 @@ if ! fresh "$plugins" "$plug_stamp"; then
   echo "$plug_stamp" > "$plugins/.stamp"
 else
   say "Debezium connectors are up to date"
+fi
+# zync's own Connect plugins (jvm/connect: the sink that costs one record for a record the
+# warehouse refuses, the Avro converter whose registry requests time out), built against the
+# worker's, Debezium's and Apicurio's jars into their plugin folders.
+zync_plugins_stamp=$(stamp_of jvm/connect/build.sh jvm/connect/src/zync/connect/*/*.java jvm/connect/resources/*/META-INF/services/*)
+if [ "$(cat "$plugins/.zync-stamp" 2>/dev/null)" != "$zync_plugins_stamp" ]; then
+  say "building zync's Connect plugins (jvm/connect)"
+  jvm/connect/build.sh "$JARS/connect" "$plugins" > "$ZYNC_DIR/connect-plugins.log" 2>&1 \
+    || { tail -n 20 "$ZYNC_DIR/connect-plugins.log" >&2; die "javac could not build jvm/connect (log: .zync/connect-plugins.log)"; }
+  echo "$zync_plugins_stamp" > "$plugins/.zync-stamp"
 fi
 
 sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo

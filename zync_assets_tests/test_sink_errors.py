@@ -1,14 +1,14 @@
 """What a bad record costs the warehouse, and what `zync status` says of it.
 
-A record the sink's converter cannot read costs that record: the sink `zync stack
-connector sink` registers sends it to its dead-letter topic, with headers that say why,
-and every other record and table keeps arriving. A record Debezium's JDBC sink cannot
-*write* (a column type it cannot make) is not reported to Connect's dead-letter handling
-(3.6's `JdbcSinkConnectorTask.put` keeps the error and fails the task on its next call),
-so it stops the task: status says so in one line, with the sink's reason and what to do,
-and Dagster's `sink_reads_it` check on each output topic it reads fails with that line.
-(zync's own outputs avoid the classic case: a mirror sends a json column as Debezium's
-Json, test_user_schema_chain.py.)"""
+A record the sink's converter cannot read, or the warehouse refuses (a CHECK constraint, a
+nested record no column type fits), costs that record: the sink `zync stack connector
+sink` registers (zync's IsolatingJdbcSinkConnector around Debezium's JDBC sink,
+jvm/connect) sends it to its dead-letter topic, with headers that say which record and
+why, and every other record of that table and every other table keeps arriving. `zync
+status` names the newest one in one line, and Dagster's `sink_reads_it` check on each
+output topic the sink reads warns with that line. A task that fails anyway (here: a
+warehouse database that does not exist) is one line with the sink's reason and the call
+that restarts it, and an ERROR on the check."""
 
 from __future__ import annotations
 
@@ -23,13 +23,14 @@ import yaml
 from dagster import AssetCheckKey, AssetCheckSeverity, AssetKey, DagsterInstance
 
 from zync_assets.core.config import ZyncConfig
+from zync_assets.core.errors import ZyncError
 from zync_assets.core.settings import SinkSettings
 from zync_assets.kafka.connect_api import ConnectApi
 from zync_assets.orchestration.definitions import build_zync_definitions
 from zync_assets.orchestration.sinks import SINK_CHECK
 from zync_assets.specs.model import load_spec
 from zync_assets.stack import postgres
-from zync_assets.stack.register import sink_dead_letters
+from zync_assets.stack.register import StackAddresses, register_sink, sink_dead_letters
 from zync_assets.stack.services import CdcPorts
 from zync_assets_tests.conftest import Stack, produce_bytes, produce_json, read_topic, run_zync
 
@@ -91,36 +92,103 @@ def test_a_record_the_sink_refuses_goes_to_its_dead_letters_and_the_rest_keep_fl
     assert checks[f"{topic}_unread"].metadata["sinks"].text == "no sink connector reads it"
 
 
+def test_a_record_the_warehouse_refuses_costs_that_record_and_the_rest_keep_flowing(
+    stack: Stack, cdc_ports: CdcPorts, topic: str, tmp_path: Path
+) -> None:
+    checked, other, sink = f"{topic}_checked", f"{topic}_other", f"refused-{topic[-6:]}"
+    with psycopg.connect(postgres.dsn(cdc_ports.warehouse_db, postgres.WAREHOUSE.database)) as conn:
+        conn.execute(f'CREATE TABLE "{checked}" (id bigint PRIMARY KEY, name text'
+                     " CHECK (name <> 'refused'))")  # fmt: skip
+    registry_port = stack.registry_settings.url.split(":")[2].split("/")[0]
+    done = run_zync(
+        "stack", "connector", "sink", sink, "--topics", f"{checked},{other}",
+        "--warehouse-db-port", str(cdc_ports.warehouse_db), "--connect-port",
+        str(cdc_ports.connect), "--registry-port", registry_port,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    produce_json(stack, checked, [
+        ({"id": 1}, {"id": 1, "name": "first"}),
+        ({"id": 2}, {"id": 2, "name": "refused"}),  # the CHECK constraint refuses it
+        ({"id": 3}, {"id": 3, "name": "after it"}),
+    ])  # fmt: skip
+    produce_json(stack, other, [({"id": 1}, {"id": 1, "name": "elsewhere"})])
+    # A nested record: no column type fits it ("Failed to resolve column type").
+    produce_json(stack, other, [({"id": 2}, {"id": 2, "name": "nested", "doc": {"a": 1}})])
+    produce_json(stack, other, [({"id": 3}, {"id": 3, "name": "after the nested one"})])
+
+    want = {checked: [(1, "first"), (3, "after it")],
+            other: [(1, "elsewhere"), (3, "after the nested one")]}  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and any(
+        warehouse_rows(cdc_ports, t) != rows for t, rows in want.items()
+    ):
+        time.sleep(1)
+    state, tasks = ConnectApi(f"http://127.0.0.1:{cdc_ports.connect}").state(sink)
+    assert {t: warehouse_rows(cdc_ports, t) for t in want} == want, tasks
+    assert (state, tasks) == ("RUNNING", ["RUNNING"])
+
+    letters = read_topic(stack, sink_dead_letters(sink), decode=False)
+    where = [
+        (r.headers["__connect.errors.topic"].decode(), r.headers["__connect.errors.offset"].decode())
+        for r in letters
+    ]  # fmt: skip
+    assert sorted(where) == sorted([(checked, "1"), (other, "1")])
+    sent = {t: read_topic(stack, t, decode=False)[1] for t in (checked, other)}
+    for letter, (source, _) in zip(letters, where, strict=True):  # the record's own bytes
+        assert (letter.key, letter.value) == (sent[source].key, sent[source].value)
+    reasons = {
+        t: letter.headers[ERROR_MESSAGE].decode()
+        for letter, (t, _) in zip(letters, where, strict=True)
+    }
+    assert "violates check constraint" in reasons[checked], reasons
+    assert reasons[other].startswith("the warehouse refused the record: "), reasons
+
+    # `zync status` names the newest dead letter: its topic, offset and reason.
+    report = sink_report(stack, cdc_ports, tmp_path, checked, sink)
+    (status,) = report["sinks"]
+    assert (status["sink"], status["state"], status["dead_letters"]) == (sink, "RUNNING", 2)
+    newest = letters[-1].headers
+    (line,) = [f["message"] for f in report["failing"] if f["what"] == "sink"]
+    assert line.startswith(
+        f"sink {sink}: 2 records it could not take are in {sink_dead_letters(sink)}; the newest, "
+        f"{newest['__connect.errors.topic'].decode()} partition 0 offset 1: the warehouse refused"
+    ), line
+    assert "\n" not in line and "produce the record again" in line, line
+    # Dagster: a warning on an output topic the sink reads.
+    checks = sink_checks_of(tmp_path, cdc_ports, sink, {checked: True})
+    assert (checks[checked].passed, checks[checked].severity) == (False, AssetCheckSeverity.WARN)
+    assert checks[checked].description == line
+
+
 def test_status_says_in_one_line_when_a_sink_task_has_stopped_and_why(
     stack: Stack, cdc_ports: CdcPorts, topic: str, tmp_path: Path
 ) -> None:
     sink = f"stopping-{topic[-6:]}"
     connect = ConnectApi(f"http://127.0.0.1:{cdc_ports.connect}")
     registry_port = stack.registry_settings.url.split(":")[2].split("/")[0]
-    done = run_zync(
-        "stack", "connector", "sink", sink, "--topics", topic,
-        "--warehouse-db-port", str(cdc_ports.warehouse_db), "--connect-port",
-        str(cdc_ports.connect), "--registry-port", registry_port,
+    at = StackAddresses(
+        source_port=cdc_ports.source_db, warehouse_port=cdc_ports.warehouse_db,
+        connect_url=connect.url,
+        registry_v2=f"http://127.0.0.1:{registry_port}/apis/registry/v2",
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    # A nested record: the sink has no column type for it ("Failed to resolve column type").
-    produce_json(stack, topic, [({"id": 1}, {"id": 1, "doc": {"a": 1}})])
+    # A warehouse database that does not exist: the task cannot start its writer (not an
+    # outage, which it would wait out), so it fails, and every table it serves stops.
+    with pytest.raises(ZyncError, match="FAILED"):
+        register_sink(at, sink, [topic], "avro", database="no_such_warehouse")
+    produce_json(stack, topic, [({"id": 1}, {"id": 1, "name": "waits"})])
 
     def task_states() -> list[str]:
         return [t.split(":")[0] for t in connect.state(sink)[1]]
 
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and task_states() != ["FAILED"]:
-        time.sleep(1)
     assert task_states() == ["FAILED"]  # the fault landed
 
     report = sink_report(stack, cdc_ports, tmp_path, topic, sink)
     (status,) = report["sinks"]
     assert [t["state"] for t in status["tasks"]] == ["FAILED"]
-    assert status["lag"] == 1  # the record it stopped on
+    assert status["lag"] == 1  # the record it cannot take
     (line,) = [f["message"] for f in report["failing"] if f["what"] == "sink"]
     assert line.startswith(f"sink {sink}: task 0 FAILED: "), line
-    assert "Failed to resolve column type" in line and "\n" not in line, line
+    assert "no_such_warehouse" in line and "\n" not in line, line
     assert f"/connectors/{sink}/tasks/0/restart" in line, line
     table = run_zync("status", str(spec_of(tmp_path, topic)), "--sink", sink, "--format", "table",
                      env=stack.env(ZYNC_CONNECT_URL=f"http://127.0.0.1:{cdc_ports.connect}"))  # fmt: skip

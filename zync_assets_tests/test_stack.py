@@ -126,7 +126,9 @@ def test_connector_configurations_are_filled_and_checked(tmp_path: Path) -> None
                               database="w", registry_v2="http://r", dead_letters="dl")  # fmt: skip
     assert config["topics"] == "t" and config["connection.url"] == "jdbc:postgresql://127.0.0.1:5/w"
     assert config["collection.name.format"] == "${topic}"  # the sink's own placeholder stays
-    assert config["value.converter"] == "io.apicurio.registry.utils.converter.AvroConverter"
+    assert config["value.converter"] == "zync.connect.registry.TimedAvroConverter"
+    assert config["value.converter.zync.registry.request.timeout.ms"] == "10000"
+    assert config["connector.class"] == "zync.connect.sink.IsolatingJdbcSinkConnector"
     assert config["key.converter.apicurio.registry.url"] == "http://r"
     assert not any(k.startswith("//") for k in config)
     assert config["errors.tolerance"] == "all"

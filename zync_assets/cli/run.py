@@ -26,6 +26,7 @@ from zync_assets.lake.lease import PipelineLeases
 from zync_assets.pipeline.follow import Lane, Turns, follow
 from zync_assets.pipeline.maintenance import Maintained, Maintenance, MaintenancePolicy
 from zync_assets.pipeline.run import FAILED_RETRY_S, PassResult, Pipeline, PipelineReporter
+from zync_assets.pipeline.sink_watch import SinkWatch, output_topics
 from zync_assets.specs.model import Route, Spec, load_spec
 from zync_assets.stack.dagster import instance_home
 from zync_assets.tables.apply import TableResult, describe_table
@@ -132,6 +133,10 @@ def run(
         leases.release()
 
 
+def _say(message: str) -> None:
+    click.echo(f"zync: {message}", err=True)
+
+
 def _run(
     stop: list[bool],
     loaded: list[Spec],
@@ -170,6 +175,12 @@ def _run(
     failures: dict[str, str] = {}
 
     turns = Turns()  # the tables loop yields to the warehouse path's passes
+    # A continuous run restarts a sink of its outputs that has stalled (docs/debezium.md).
+    watch = (
+        SinkWatch(current().sinks, current().kafka, partial(output_topics, loaded), _say).start()
+        if keep_going
+        else None
+    )
 
     def pass_of(
         stages: Pipeline, reporter: PipelineReporter, turn: Callable[[], AbstractContextManager]
@@ -200,6 +211,8 @@ def _run(
             stop_requested=lambda: stop[0] or (lane is not None and lane.failed),
         )
     finally:
+        if watch is not None:
+            watch.stop()
         if lane is not None:  # the tables take what the warehouse path committed
             lane.finish()
             lane.join()

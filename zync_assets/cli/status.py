@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import json
@@ -238,6 +239,11 @@ def status_document(
             {
                 "sink": k.name, "state": k.state, "topics": list(k.topics), "lag": k.lag,
                 "dead_letter_topic": k.dead_letter_topic, "dead_letters": k.dead_letters,
+                "newest_dead_letter": (
+                    dataclasses.asdict(k.newest_dead_letter) if k.newest_dead_letter else None
+                ),
+                "oldest_waiting": dataclasses.asdict(k.oldest_waiting) if k.oldest_waiting else None,
+                "stalled": k.stalled,
                 "tasks": [{"id": t.id, "state": t.state, "reason": t.reason} for t in k.tasks],
             }
             for k in sinks

@@ -192,6 +192,9 @@ DEFAULT_SENSOR_INTERVAL = "1s"
 DEFAULT_CONNECT_URL = "http://127.0.0.1:8083"  # the stack's Kafka Connect (`zync stack up --cdc`)
 
 
+DEFAULT_SINK_STALL_AFTER_S = 300.0
+
+
 @dataclass(frozen=True)
 class SinkSettings:
     """The Kafka Connect worker that runs the sinks of zync's output topics, and which of
@@ -199,10 +202,15 @@ class SinkSettings:
 
     connect_url: str = DEFAULT_CONNECT_URL
     names: tuple[str, ...] = ()
+    # A RUNNING sink whose oldest waiting record is older than this has stalled: status
+    # names it and a continuous run restarts its tasks (at most once per this interval).
+    # Connect commits a healthy sink's offsets every few seconds (the stack: 1 s).
+    stall_after_s: float = DEFAULT_SINK_STALL_AFTER_S
 
 
 def sink_settings(env: Mapping[str, str] | None = None) -> SinkSettings:
-    """`ZYNC_CONNECT_URL` and `ZYNC_SINKS` (connector names, comma-separated)."""
+    """`ZYNC_CONNECT_URL`, `ZYNC_SINKS` (connector names, comma-separated) and
+    `ZYNC_SINK_STALL_AFTER` (a duration, default 5m)."""
     env = os.environ if env is None else env
     url = env.get("ZYNC_CONNECT_URL") or DEFAULT_CONNECT_URL
     if not re.match(r"^https?://[^/\s]+", url):
@@ -211,7 +219,8 @@ def sink_settings(env: Mapping[str, str] | None = None) -> SinkSettings:
             f"e.g. {DEFAULT_CONNECT_URL}"
         )
     names = tuple(n.strip() for n in env.get("ZYNC_SINKS", "").split(",") if n.strip())
-    return SinkSettings(url.rstrip("/"), names)
+    stall_after = _duration(env, "ZYNC_SINK_STALL_AFTER", "5m", minimum=1.0)
+    return SinkSettings(url.rstrip("/"), names, stall_after)
 
 
 def sensor_interval_seconds(env: Mapping[str, str] | None = None) -> int:

@@ -65,6 +65,10 @@ class ConnectApi:
         self._call("DELETE", f"/connectors/{name}")
         return True
 
+    def restart_task(self, name: str, task: int) -> None:
+        """Restart one task of the connector (its thread, consumer and writer made anew)."""
+        self._call("POST", f"/connectors/{name}/tasks/{task}/restart")
+
     def state(self, name: str) -> tuple[str, list[str]]:
         """The connector's state and its tasks' states, with each failed task's trace."""
         status = self._call("GET", f"/connectors/{name}/status")
