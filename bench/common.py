@@ -91,10 +91,16 @@ DISTINCT_PAYLOADS = 2000  # encoded once, cycled: the benchmark measures ingest,
 BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
 
 
-def publish(
+def publish(name: str, table: str, figures: dict[str, object]) -> None:
+    """Append the benchmark's table to docs/BENCHMARKS.md, show it, write its figures,
+    keeping every figure of its results file this run did not measure (another benchmark's
+    that shares the file, or another mode's): a benchmark never drops another's figures."""
+    publish_joined(name, table, figures)
+
+
+def _publish(
     name: str, table: str, figures: dict[str, object], measured_by: list | None = None
 ) -> None:
-    """Append the benchmark's table to docs/BENCHMARKS.md, show it, write its figures."""
     with BENCHMARKS_MD.open("a") as out:
         out.write(table)
     print(table)
@@ -102,10 +108,9 @@ def publish(
 
 
 def publish_joined(name: str, table: str, figures: dict[str, object]) -> None:
-    """`publish`, keeping the figures other runs wrote to the same results file (a
-    benchmark whose modes each measure part of it); `measured_by` says which run (date,
-    machine, commit) measured each figure, as the file's own date and machine are the
-    newest run's."""
+    """`publish`: the figures other runs wrote to the same results file are kept;
+    `measured_by` says which run (date, machine, commit) measured each figure, as the
+    file's own date and machine are the newest run's."""
     path = Path(__file__).resolve().parent / "results" / f"{name}.json"
     earlier = json.loads(path.read_text()) if path.is_file() else {}
     kept = {k: v for k, v in earlier.get("figures", {}).items() if k not in figures}
@@ -116,7 +121,7 @@ def publish_joined(name: str, table: str, figures: dict[str, object]) -> None:
     runs = [{**r, "figures": [f for f in r["figures"] if f in kept]} for r in runs]
     this = {"figures": sorted(figures), "date": dt.date.today().isoformat(),
             "machine": machine(), "commit": measured_code().get("commit")}  # fmt: skip
-    publish(name, table, {**kept, **figures}, [r for r in runs if r["figures"]] + [this])
+    _publish(name, table, {**kept, **figures}, [r for r in runs if r["figures"]] + [this])
 
 
 def percentiles(values: list[float]) -> tuple[float, float]:

@@ -282,7 +282,7 @@ def status(
     state, lag and dead letters of the sinks that read the output topics."""
     settings = current().sinks
     if sinks:
-        settings = SinkSettings(settings.connect_url, sinks)
+        settings = dataclasses.replace(settings, names=sinks)
     paths = _spec_paths(specs)
     loaded = [mirrored(load_spec(p)) for p in paths]
     output_format = output_format or ("table" if sys.stdout.isatty() else "json")

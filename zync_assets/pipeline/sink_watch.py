@@ -23,6 +23,9 @@ from zync_assets.specs.ingested import mirrored
 from zync_assets.specs.model import Spec
 
 CHECK_EVERY_S = 30.0
+# Connect answers a task's restart once the old task stopped or its graceful shutdown
+# timed out (task.shutdown.graceful.timeout.ms, 5 s by default) and the new one started.
+RESTART_TIMEOUT_S = 60.0
 
 
 class SinkWatch:
@@ -86,7 +89,7 @@ class SinkWatch:
         return not moved and since >= status.stall_after_s
 
     def _restart(self, status: SinkStatus) -> None:
-        connect = ConnectApi(self._settings.connect_url, timeout=STATUS_TIMEOUT_S)
+        connect = ConnectApi(self._settings.connect_url, timeout=RESTART_TIMEOUT_S)
         line = status.stall_line(self._settings.connect_url) or f"sink {status.name} stalled"
         self._restarted_at[status.name] = time.monotonic()
         try:

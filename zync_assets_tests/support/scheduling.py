@@ -35,6 +35,7 @@ GROUPED = {
     "test_debezium_restarts.py": "cdc",
     "test_user_schema_chain.py": "cdc",
     "test_sink_errors.py": "cdc",
+    "test_sink_outages.py": "cdc",
     "test_whole_database.py": "cdc",
     "test_dagster_daemon.py": "cdc",
     "test_stack.py::test_status_lists_the_cdc_services_with_their_addresses": "cdc",

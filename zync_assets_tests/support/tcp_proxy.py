@@ -24,6 +24,7 @@ class BlackHoleProxy:
         self._swallowing = threading.Event()
         self._closed = threading.Event()
         self._broken: set[socket.socket] = set()  # connections that lost bytes: silent for good
+        self._open: list[socket.socket] = []
         self._lock = threading.Lock()
         self.swallowed_bytes = 0  # what the black hole took: the fault landed
         threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
@@ -37,8 +38,14 @@ class BlackHoleProxy:
             self._swallowing.clear()
 
     def close(self) -> None:
+        """Stop listening and close every connection (a client parked on one wakes up)."""
         self._closed.set()
         self._listener.close()
+        with self._lock:
+            for end in self._open:
+                with suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+                end.close()
 
     def _accept(self) -> None:
         while not self._closed.is_set():
@@ -52,6 +59,8 @@ class BlackHoleProxy:
                 client.close()
                 continue
             upstream.settimeout(None)
+            with self._lock:
+                self._open += [client, upstream]
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(
                     target=self._pipe, args=(source, sink, client), name="proxy-pipe", daemon=True

@@ -1,6 +1,7 @@
 package zync.connect.sink;
 
 import io.debezium.connector.jdbc.JdbcSinkConnectorTask;
+import java.sql.SQLException;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -119,11 +120,15 @@ public class IsolatingJdbcSinkTask extends SinkTask {
       } catch (RuntimeException ignored) {
         // a half-started task: what it opened is closed as far as it goes
       }
-      if (Failures.isTransient(e)) {
+      // Hibernate says "Unable to determine Dialect without JDBC metadata" whether the
+      // warehouse is down or the configuration is wrong, without the cause: ask the database.
+      SQLException refused = WarehouseProbe.connect(config);
+      Throwable why = refused != null ? refused : e;
+      if (Failures.isTransient(why)) {
         throw new RetriableException("the warehouse is not reachable to start the sink's writer; will try again: "
-            + Failures.reason(e), e);
+            + Failures.reason(why), e);
       }
-      throw e;
+      throw new ConnectException("the sink's writer could not start: " + Failures.reason(why), e);
     }
     if (!assigned.isEmpty()) task.open(new HashSet<>(assigned));
     return task;
