@@ -90,9 +90,7 @@ def mismatched_rows(spark, chain: Chain, chosen: list[db.Table]) -> int:
             path = table_path(table.name)
             lake = set(db.lake_rows(spark, path, table)) if pool_exists(path) else set()
             try:
-                stored = set(db.rows_of(warehouse.execute(
-                    f"SELECT {', '.join(table.columns)} FROM {chain.name}_wh_{table.name}"
-                )))  # fmt: skip
+                stored = set(db.warehouse_rows(warehouse, table, f"{chain.name}_wh_{table.name}"))
             except psycopg.errors.UndefinedTable:
                 stored = set()
             wrong += len(want ^ lake) + len(want ^ stored)

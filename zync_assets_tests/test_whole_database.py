@@ -72,9 +72,7 @@ def mismatches(
         for table in chosen:
             want = db.source_rows(source, table)
             try:
-                stored = db.rows_of(warehouse.execute(
-                    f"SELECT {', '.join(table.columns)} FROM {chain.name}_wh_{table.name}"
-                ))  # fmt: skip
+                stored = db.warehouse_rows(warehouse, table, f"{chain.name}_wh_{table.name}")
             except psycopg.errors.UndefinedTable:
                 stored = None
             if stored != want:
@@ -159,6 +157,13 @@ def test_one_short_spec_mirrors_a_whole_database_through_a_kill_and_a_connect_re
     assert "nopk" not in log or "carry no key" not in log
     assert pipeline.starts == 2
     assert_warehouse_types_are_the_sources(chain, chosen)
+    with chain.source() as conn:  # the comparison held both kinds of null in a JSON column
+        kinds = {
+            r[0]
+            for t in chosen if t.shape == "typed"
+            for r in conn.execute(f"SELECT attrs::text FROM {t.name}")
+        }  # fmt: skip
+    assert {None, "null"} <= kinds, kinds
 
 
 # The only column type Debezium's sink does not make as the source has it.

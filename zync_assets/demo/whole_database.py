@@ -50,6 +50,18 @@ class Table:
             return ["id", "attrs", "labels", "tag", "amount", "ref", "small"]
         return ["id", "name", "bio"]
 
+    @property
+    def documents(self) -> frozenset[str]:
+        """Its JSON columns: read as their text, so that the document null is not NULL."""
+        return frozenset({"attrs"}) if self.shape == "typed" else frozenset()
+
+    def select_list(self) -> str:
+        """Its columns for a SELECT, each JSON one as its text."""
+        return ", ".join(f"{c}::text" if c in self.documents else c for c in self.columns)
+
+    def document_positions(self) -> frozenset[int]:
+        return frozenset(i for i, c in enumerate(self.columns) if c in self.documents)
+
     def ddl(self) -> str:
         types = {
             "plain": "id bigint PRIMARY KEY, name text, amount numeric(10, 2), day date, "
@@ -82,7 +94,11 @@ class Table:
         if self.shape == "wide":
             return [n, *(f"{name}/{i}" if i % 2 else n * i + version for i in range(WIDE_COLUMNS))]
         if self.shape == "typed":
-            attrs = None if n % 3 == 0 else json.dumps({"n": n, "v": version, "tags": ["a", None]})
+            attrs = (
+                None if n % 3 == 0  # SQL NULL
+                else "null" if n % 7 == 1  # the JSON document null: not the same
+                else json.dumps({"n": n, "v": version, "tags": ["a", None]})
+            )  # fmt: skip
             labels = None if n % 4 == 0 else [f"l{n}", "x y"]
             amount = Decimal(n * 10_000 + version) / 10_000
             return [n, attrs, labels, None, amount, uuid.UUID(int=n + version), n % 100]
@@ -214,22 +230,38 @@ def comparable(value: Any) -> Any:
         return str(value)
     if isinstance(value, Decimal):
         return value.normalize()
-    if hasattr(value, "toJson"):  # pyspark's VariantVal
-        value = json.loads(value.toJson())
+    if hasattr(value, "toJson"):  # pyspark's VariantVal (a JSON null too: "null")
+        return json.dumps(json.loads(value.toJson()), sort_keys=True)
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True)
     return value
 
 
-def rows_of(found: Iterable[Iterable[Any]]) -> list[tuple]:
+def document(text: str | None) -> str | None:
+    """A JSON column's text (`Table.select_list`) in the same canonical form: SQL NULL stays
+    None, the document null is "null"."""
+    return None if text is None else json.dumps(json.loads(text), sort_keys=True)
+
+
+def rows_of(found: Iterable[Iterable[Any]], documents: frozenset[int] = frozenset()) -> list[tuple]:
+    """Rows in comparable form; `documents`: the positions of JSON columns read as text."""
     return sorted(
-        (tuple(comparable(v) for v in row) for row in found),
+        (
+            tuple(document(v) if i in documents else comparable(v) for i, v in enumerate(row))
+            for row in found
+        ),
         key=lambda row: tuple(str(v) for v in row),
     )
 
 
 def source_rows(conn: Any, table: Table) -> list[tuple]:
-    return rows_of(conn.execute(f"SELECT {', '.join(table.columns)} FROM {table.name}"))
+    return warehouse_rows(conn, table, table.name)
+
+
+def warehouse_rows(conn: Any, table: Table, name: str) -> list[tuple]:
+    """`table`'s rows as copy `name` of it holds them (a source or a warehouse table)."""
+    found = conn.execute(f"SELECT {table.select_list()} FROM {name}")
+    return rows_of(found, table.document_positions())
 
 
 def lake_rows(spark: Any, path: str, table: Table) -> list[tuple]:

@@ -117,8 +117,8 @@ def sink_checks(
                 SINK_CHECK,
                 asset=key,
                 automation_condition=minutely,
-                description="The sink connector that reads this topic runs: no task FAILED, "
-                "no record in its dead-letter topic.",
+                description="The sink connector that reads this topic runs: no task FAILED "
+                "or stalled, no record in its dead-letter topic.",
             )
             for key in keys
         ],
