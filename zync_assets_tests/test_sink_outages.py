@@ -181,7 +181,11 @@ def test_the_runs_watch_restarts_a_sink_stuck_on_a_request_that_never_returns(
     plain, day = "io.apicurio.registry.utils.converter.AvroConverter", str(86_400_000)
     config |= {"key.converter": plain, "value.converter": plain,
                "key.converter.zync.registry.request.timeout.ms": day,
-               "value.converter.zync.registry.request.timeout.ms": day}  # fmt: skip
+               "value.converter.zync.registry.request.timeout.ms": day,
+               # The restarted task gets its partitions once Kafka drops the stuck task's
+               # consumer, which polls no more: after max.poll.interval.ms (5 min by
+               # default, the default stall bound too); 15 s here.
+               "consumer.override.max.poll.interval.ms": "15000"}  # fmt: skip
     connect = ConnectApi(at.connect_url)
     try:
         connect.put(sink, config)

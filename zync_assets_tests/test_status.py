@@ -9,8 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from zync_assets.core.errors import ZyncError
+from zync_assets.core.settings import sink_settings
 from zync_assets.demo.via_dagster import covers
-from zync_assets.pipeline.sink_status import MISSING, SinkStatus, SinkTask, task_reason
+from zync_assets.pipeline.sink_status import (
+    MISSING,
+    DeadLetter,
+    SinkStatus,
+    SinkTask,
+    Waiting,
+    task_reason,
+)
 from zync_assets.pipeline.status import (
     OutputStatus,
     PartitionLag,
@@ -278,6 +287,41 @@ def test_a_sinks_problems_are_one_line_each_with_connects_reason_and_what_to_do(
         f"sink gone: Kafka Connect at {url} has no such connector"
     ]
     assert task_reason(None) is None and task_reason("one line") == "one line"
+
+
+def test_a_sinks_stall_and_its_newest_dead_letter_are_one_line_each() -> None:
+    url = "http://127.0.0.1:8083"
+    running = SinkStatus(
+        "k", "RUNNING", (SinkTask(0, "RUNNING", None),), ("t",), 4027, "dl", 0,
+        oldest_waiting=Waiting("t", 0, 311, 299.0), stall_after_s=300.0,
+    )  # fmt: skip
+    assert not running.stalled and running.problems(url) == []  # within the bound
+    stalled = dataclasses.replace(running, oldest_waiting=Waiting("t", 0, 311, 312.4))
+    assert stalled.stalled
+    assert stalled.problems(url) == [
+        "sink k has not committed for 5 min 12 s with 4,027 records waiting (the oldest: t "
+        "partition 0 offset 311) while its tasks read RUNNING, longer than the 5 min 0 s "
+        "bound: it has stalled (a thread waiting on a service?); restart its task: curl -X "
+        f"POST {url}/connectors/k/tasks/0/restart (`zync run --follow` does so itself)"
+    ]
+    failed = dataclasses.replace(stalled, tasks=(SinkTask(0, "FAILED", "why"),))
+    assert not failed.stalled  # a FAILED task says so itself
+    letter = DeadLetter("t", "0", "41", "the warehouse refused the record: ERROR: no")
+    lettered = dataclasses.replace(running, dead_letters=2, newest_dead_letter=letter)
+    assert lettered.problems(url) == [
+        "sink k: 2 records it could not take are in dl; the newest, t partition 0 offset 41: "
+        "the warehouse refused the record: ERROR: no; fix the cause, then produce the record "
+        "again from dl to t (the sink upserts: a replay is safe)"
+    ]
+
+
+def test_the_sink_stall_bound_is_a_duration_above_a_second() -> None:
+    assert sink_settings({}).stall_after_s == 300.0
+    assert sink_settings({"ZYNC_SINK_STALL_AFTER": "90s"}).stall_after_s == 90.0
+    with pytest.raises(ZyncError, match="ZYNC_SINK_STALL_AFTER"):
+        sink_settings({"ZYNC_SINK_STALL_AFTER": "soon"})
+    with pytest.raises(ZyncError, match="ZYNC_SINK_STALL_AFTER is '0s': give at least 1s"):
+        sink_settings({"ZYNC_SINK_STALL_AFTER": "0s"})
 
 
 def test_status_names_a_sink_whose_connect_does_not_answer_and_still_reports_the_pools(
