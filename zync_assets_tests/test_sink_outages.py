@@ -22,7 +22,6 @@ import signal
 import time
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from zync_assets.core.settings import SinkSettings
@@ -35,6 +34,7 @@ from zync_assets.stack.registry import registry_service
 from zync_assets.stack.services import CdcPorts
 from zync_assets_tests.conftest import Stack, produce_bytes, produce_json, read_topic, run_zync
 from zync_assets_tests.support.tcp_proxy import BlackHoleProxy
+from zync_assets_tests.test_sink_errors import warehouse_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -51,14 +51,6 @@ def addresses(cdc_ports: CdcPorts, registry: int) -> StackAddresses:
         connect_url=f"http://127.0.0.1:{cdc_ports.connect}",
         registry_v2=f"http://127.0.0.1:{registry}/apis/registry/v2",
     )  # fmt: skip
-
-
-def warehouse_rows(ports: CdcPorts, table: str) -> list[tuple]:
-    with psycopg.connect(postgres.dsn(ports.warehouse_db, postgres.WAREHOUSE.database)) as conn:
-        try:
-            return [tuple(r) for r in conn.execute(f'SELECT id, name FROM "{table}" ORDER BY id')]
-        except psycopg.errors.UndefinedTable:
-            return []
 
 
 def wait_for_rows(ports: CdcPorts, table: str, want: list[tuple], timeout: float) -> list[tuple]:
