@@ -432,15 +432,22 @@ def snapshot(database: Database, kafka: KafkaSettings, specs: list[Path], log: P
         return sum(sum(parts.values()) for parts in marks.values())
 
     debezium_s = wait_until(lambda: in_topics() >= total, "Debezium's snapshot", 1.0)
-    # The stack's sink and Debezium's plain one read the same topics side by side.
-    done = {}
-    for name, warehouse in (("bare", "bare"), (PLAIN, PLAIN)):
+    # The stack's sink and Debezium's plain one read the same topics side by side: each
+    # poll looks at both, and each gets the time of the first poll that found it full.
+    done: dict[str, float] = {}
+
+    def both_full() -> bool:
+        for name in ("bare", PLAIN):
+            if name not in done and full(name):
+                done[name] = time.monotonic() - started
+        return len(done) == 2
+
+    def full(warehouse: str) -> bool:
         with psycopg.connect(postgres.dsn(chain.warehouse_port, warehouse), autocommit=True) as wh:
-            wait_until(lambda wh=wh: all(warehouse_count(wh, database.bare_table(t.name))
-                                         == database.counts[t.name] for t in database.tables),
-                       f"the {warehouse} warehouse", 2.0,
-                       sink=(chain, f"{chain.name}-{name}"))  # fmt: skip
-        done[name] = time.monotonic() - started
+            return all(warehouse_count(wh, database.bare_table(t.name)) == database.counts[t.name]
+                       for t in database.tables)  # fmt: skip
+
+    wait_until(both_full, "the bare warehouses", 1.0, sink=(chain, f"{chain.name}-bare"))
     bare_s = done["bare"]
     ends = {t: sum(parts.values()) for t, parts in high_marks(watermarks(kafka, topics)).items()}
     register_sink(chain.addresses, f"{chain.name}-sink", [], "avro",
