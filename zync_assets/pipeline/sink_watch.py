@@ -56,7 +56,10 @@ class SinkWatch:
 
     def _loop(self) -> None:
         while not self._stop.wait(self._every_s):
-            self.look()
+            try:
+                self.look()
+            except Exception as exc:  # the watch must outlive one bad look
+                self._warn(f"the sinks' watch could not look at them this time: {exc}")
 
     def look(self) -> list[str]:
         """One look: the sinks it restarted (by name)."""
