@@ -265,6 +265,7 @@ def test_a_pass_that_dies_between_its_change_log_and_its_merge_is_retried_whole(
     run number) appends nothing twice and applies everything once."""
     import zync_assets.tables.apply as apply
 
+    monkeypatch.setattr(apply, "REWRITE_BELOW_BYTES", 0)  # the MERGE path (test_tables_rewrite)
     tables.send_changes([change("c", 10, None, row(1, "a")), change("c", 20, None, row(2, "b"))])
     tables.apply()
     tables.send_changes(
@@ -435,6 +436,7 @@ def test_a_pass_bounds_its_merge_by_its_keys_range_whatever_the_keys_hold(
     from zync_assets.tables.merge import key_bounds, key_range
 
     monkeypatch.setattr(apply, "KEY_RANGE_FROM_BYTES", 0)
+    monkeypatch.setattr(apply, "REWRITE_BELOW_BYTES", 0)  # MERGEs, not the shared job
     bounded: list[merge.Bounds] = []
     found = merge.key_bounds
 
@@ -491,6 +493,7 @@ def test_a_small_tables_merge_rewrites_its_files_a_large_ones_marks_deletion_vec
     marked with deletion vectors. The rows are the same either way."""
     from zync_assets.tables import apply
 
+    monkeypatch.setattr(apply, "REWRITE_BELOW_BYTES", 0)  # the MERGE path, whatever the size
     if from_bytes != "default":
         monkeypatch.setattr(apply, "DELETION_VECTORS_FROM_BYTES", from_bytes)
     tables.send_changes([change("c", 10 + i, None, row(i, f"n{i}")) for i in range(1, 5)])

@@ -88,7 +88,7 @@ def test_a_kill_between_two_tables_commits_costs_the_others_a_rerun_not_a_row(
     # The second pass reads every table's events together: the kill lands once a table has
     # committed them and another has not.
     grouped = together._groups([
-        together._Due(c, table_state(c.table.name), source_ends(spec, c.table) or {})
+        together._Waiting(c, table_state(c.table.name), source_ends(spec, c.table) or {})
         for c in compile_tables(spark, spec)
     ])  # fmt: skip
     assert [len(g) for g in grouped] == [TABLES], grouped
@@ -139,7 +139,7 @@ def test_tables_of_one_topic_at_other_cursors_are_read_alone(
         spark, "Raw", 2, two[0].unionByName(two[1]), {topic(0): 2 * ROWS, topic(1): 2 * ROWS}
     )
     grouped = together._groups([
-        together._Due(c, table_state(c.table.name), source_ends(spec, c.table) or {})
+        together._Waiting(c, table_state(c.table.name), source_ends(spec, c.table) or {})
         for c in compile_tables(spark, spec)
     ])  # fmt: skip
     assert sorted(sorted(m.compiled.table.name for m in g) for g in grouped) == [

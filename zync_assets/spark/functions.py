@@ -4,9 +4,14 @@ own SQL functions (Java classes in jvm/src) and PySpark's loggers kept quiet."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+from py4j.java_gateway import JavaClass
 from pyspark.sql import SparkSession
 from pyspark.sql.types import BinaryType, LongType, StringType, VariantType
+
+from zync_assets.core.errors import ZyncError
+from zync_assets.jars import FUNCTIONS_JAR
 
 # SQL name -> (Java class in jvm/src, return type).
 ZYNC_FUNCTIONS = {
@@ -30,3 +35,16 @@ def quiet_query_errors() -> None:
     turns those failures into one-line errors itself."""
     for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def java_class(jvm: Any, name: str) -> JavaClass:
+    """A class of zync's jar; py4j takes an unknown name for a package and fails later."""
+    found = jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    if not isinstance(found, JavaClass):
+        raise ZyncError(
+            f"zync's Spark functions ({FUNCTIONS_JAR}) have no {name}: they were built from "
+            "older sources; rebuild them with jvm/build.sh (in a checkout: scripts/install.sh)"
+        )
+    return found

@@ -20,7 +20,9 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -31,7 +33,12 @@ from zync_assets.core.errors import ConcurrentWriter, ZyncError
 from zync_assets.core.offsets import Offsets
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.delta_writes import CONCURRENT_WRITE, append_once
-from zync_assets.lake.pools import pool_exists, table_bytes, table_changes_path, table_path
+from zync_assets.lake.pools import (
+    pool_exists,
+    table_bytes,
+    table_changes_path,
+    table_path,
+)
 from zync_assets.spark.catalog import register_table
 from zync_assets.spark.session import pinned, pins, session_conf, sized_work, unpin
 from zync_assets.specs.model import Spec
@@ -60,6 +67,15 @@ from zync_assets.tables.declared import NOTHING_DECLARED, Declared, declared
 from zync_assets.tables.expand import lake_tables
 from zync_assets.tables.keys import with_message_keys
 from zync_assets.tables.merge import first_rows, merge_source, merge_sql
+from zync_assets.tables.rewrite import (
+    REWRITE_BELOW_BYTES,
+    Rewrite,
+    can_rewrite,
+    discard_attempt,
+    new_version,
+    read_stored,
+    rewrite_tables,
+)
 from zync_assets.tables.state import (
     TableState,
     app_id,
@@ -69,6 +85,7 @@ from zync_assets.tables.state import (
     table_metadata,
 )
 
+T = TypeVar("T")
 LOGGED_AT = "__LOGGED_AT"
 PRUNE_EVERY = 50  # runs between prunings of the change log's expired entries
 # A MERGE into a table smaller than this rewrites the files it touches instead of giving
@@ -100,6 +117,9 @@ class TableResult:
     truncates: int = 0  # Debezium's truncates: each ends every row before it
     cursors: Offsets = field(default_factory=dict)
     note: str = ""
+
+
+Outcome = TableResult | Exception  # a table's result, or what stopped its pass
 
 
 def describe_table(result: TableResult) -> str:
@@ -141,9 +161,9 @@ def declared_types(compiled: CompiledTable, registry: Registry | None) -> Declar
 
 def apply_table(
     spark: SparkSession, compiled: CompiledTable, now: dt.datetime, registry: Registry | None,
-    rebuild: bool = False,
+    rebuild: bool = False, rewrite_below: int | None = None,
 ) -> TableResult:  # fmt: skip
-    """One pass of a table: its source's new events, merged in one commit. `rebuild`: the
+    """One pass of a table: its source's new events, applied in one commit. `rebuild`: the
     table is built anew from the source's first event instead (rebuild_table)."""
     table = compiled.table
     state = table_state(table.name, rebuild)
@@ -160,9 +180,13 @@ def apply_table(
     with sized_work(spark, new_events(state.cursors, found.ends)):
         events = pinned(change_events(found.rows, compiled))
         try:
-            return apply_events(spark, compiled, state, events, found.ends, now, registry, rebuild)
+            due = Due(compiled, state, events, found.ends)
+            outcome = apply_many(spark, [due], now, registry, rewrite_below, rebuild)[table.name]
         finally:
             unpin(events)
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
 
 
 def table_state(name: str, rebuild: bool = False) -> TableState:
@@ -181,16 +205,17 @@ def nothing_new(spark: SparkSession, name: str, state: TableState) -> TableResul
     return TableResult(name, None, state, cursors=state.cursors, note="nothing new")
 
 
-def apply_events(
-    spark: SparkSession, compiled: CompiledTable, state: TableState, events: DataFrame,
-    ends: Offsets, now: dt.datetime, registry: Registry | None, rebuild: bool = False,
-    summary: Summary | None = None,
-) -> TableResult:  # fmt: skip
-    """A table's pass over `events` (pinned: read more than once), its source's change
-    events from the state's cursors to `ends`; `summary`: theirs, if already counted
+@dataclass(frozen=True)
+class Due:
+    """A table's pass to make: its events (pinned: read more than once), its source's
+    change events from the state's cursors to `ends`; `summary`: theirs, if already counted
     (tables/together.py counts many tables' in one job)."""
-    found = declared_types(compiled, registry)
-    return _apply(spark, compiled, state, events, ends, now, found, rebuild, summary)
+
+    compiled: CompiledTable
+    state: TableState
+    events: DataFrame
+    ends: Offsets
+    summary: Summary | None = None
 
 
 def new_events(cursors: Offsets, ends: Offsets) -> int:
@@ -279,13 +304,109 @@ def caught_up(cursors: Offsets, ends: Offsets) -> bool:
     )  # fmt: skip
 
 
-def _apply(
-    spark: SparkSession, compiled: CompiledTable, state: TableState, events: DataFrame,
-    ends: Offsets, now: dt.datetime, found: Declared, rebuild: bool = False,
-    summary: Summary | None = None,
-) -> TableResult:  # fmt: skip
+@dataclass(frozen=True)
+class _Planned:
+    """A table's pass up to its write: its tables made and typed, its rows folded, its
+    commit's run, attempt and metadata decided."""
+
+    compiled: CompiledTable
+    state: TableState
+    events: DataFrame
+    ends: Offsets
+    now: dt.datetime
+    columns: Columns
+    changes: DataFrame  # the events that change a row, typed as the table's columns
+    cuts: list[str]
+    run: int
+    attempt: str
+    meta: str
+    logs: bool  # the change log takes this pass's deletes (or, SCD2, every event)
+    created: bool  # by this pass
+    rebuild: bool
+    counts: dict[str, int]
+    size: int | None  # the table's bytes before the pass (None: not known)
+    retyped: bool  # a column's type was widened by this pass
+
+    @property
+    def name(self) -> str:
+        return self.compiled.table.name
+
+
+def apply_many(
+    spark: SparkSession, items: list[Due], now: dt.datetime, registry: Registry | None,
+    rewrite_below: int | None = None, rebuild: bool = False,
+) -> dict[str, Outcome]:  # fmt: skip
+    """Each table's pass over its events: the small ones (below `rewrite_below` bytes,
+    default REWRITE_BELOW_BYTES; 0: none) written whole by one shared Spark job and
+    committed one by one from the driver (rewrite.py), the others each MERGEd; per table,
+    its result or what stopped it."""
+    below = REWRITE_BELOW_BYTES if rewrite_below is None else rewrite_below
+    outcomes: dict[str, Outcome] = {}
+    planned: list[_Planned] = []
+    for item in items:
+        found = _outcome(_plan, spark, item, now, registry, rebuild)
+        if isinstance(found, _Planned):
+            planned.append(found)
+        else:
+            outcomes[item.compiled.table.name] = found
+    whole = [p for p in planned if _rewrites(spark, p, below)]
+    merged = [p for p in planned if p not in whole]
+    if whole:
+        try:
+            failed = rewrite_tables(spark, [_rewrite(spark, p) for p in whole])
+        except Exception:  # the shared job's failure: each table MERGEs alone, to say whose
+            for p in whole:
+                discard_attempt(spark, p.compiled.table.name, p.run, p.attempt)
+            merged, failed = merged + whole, {}
+        for p in whole:
+            if p.name in failed:
+                stopped = failed[p.name]
+                outcomes[p.name] = stopped if stopped is not None else _outcome(_finish, spark, p)
+    for p in merged:
+        outcomes[p.name] = _outcome(_merged, spark, p)
+    return outcomes
+
+
+def _rewrites(spark: SparkSession, planned: _Planned, below: int) -> bool:
+    """Whether the pass writes the table whole (rewrite.py) rather than MERGEs into it."""
+    small = planned.created or (planned.size is not None and planned.size < below)
+    return (
+        small and below > 0 and can_rewrite(spark) and not planned.compiled.table.scd2
+        and not planned.cuts and not planned.rebuild
+    )  # fmt: skip
+
+
+def _rewrite(spark: SparkSession, p: _Planned) -> Rewrite:
+    """Table `p`'s new version and change feed, planned for rewrite.py's shared job."""
+    table = p.compiled.table
+    path = table_path(table.name)
+    version, stored = read_stored(spark, path)
+    if p.retyped:  # its files still hold the old types: Delta reads them as the new ones
+        stored = spark.read.format("delta").option("versionAsOf", version).load(path)
+    types = {f.name: f.dataType.simpleString() for f in stored.schema.fields}
+
+    def log(at: str) -> DataFrame:
+        return read_stored(spark, at)[1]
+
+    source, _ = merge_source(spark, p.compiled, p.columns, p.changes, bounded=False, read=log)
+    keys, data = list(table.keys), p.columns.data()
+    rows, changes = new_version(
+        None if p.created else stored, source, keys, [c for c in data if c in types], types
+    )
+    log_rows = _log_rows(p.changes, p.compiled, p.run, p.now) if p.logs else None
+    return Rewrite(
+        table.name, path, version, rows, changes, app_id(table.name), p.run, p.attempt, p.meta,
+        log_rows, table_changes_path(table.name), changes_app_id(table.name),
+    )  # fmt: skip
+
+
+def _plan(
+    spark: SparkSession, item: Due, now: dt.datetime, registry: Registry | None, rebuild: bool
+) -> _Planned | TableResult:
+    compiled, state, events, ends = item.compiled, item.state, item.events, item.ends
+    found = declared_types(compiled, registry)
     path = table_path(compiled.table.name)
-    counts, schemas = summary or _summary(events)
+    counts, schemas = item.summary or _summary(events)
     created = not rebuild and not pool_exists(path)  # by this pass, below (_ensure_tables)
     if (rebuild or created) and counts["upserts"] + counts["deletes"] == 0:
         # Nothing to type the table's keys from yet (say, only Debezium messages): the
@@ -313,29 +434,53 @@ def _apply(
         table.name, run, attempt, ends, columns=table.selection(), keys=list(table.keys),
         **counts,
     )  # fmt: skip
+    size = None if state.version is None else table_bytes(path, state.version)
+    retyped = any(current.get(name, kind) != kind for name, kind in columns.types.items())
+    return _Planned(
+        compiled, state, events, ends, now, columns, changes, cuts, run, attempt, meta, logs,
+        created, rebuild, counts, size, retyped,
+    )  # fmt: skip
+
+
+def _merged(spark: SparkSession, p: _Planned) -> TableResult:
+    """Table `p`'s pass written the MERGE way (or, for a new table's first rows, appended)."""
     try:
-        if logs:
-            _log_changes(changes, compiled, columns, run, now)
-        if created and not logs:  # SCD1, no delete, no truncate: rows into an empty table
-            _append_first(compiled, columns, changes, run, meta)
+        if p.logs:
+            _log_changes(p.changes, p.compiled, p.run, p.now)
+        if p.created and not p.logs:  # SCD1, no delete, no truncate: rows into an empty table
+            _append_first(p.compiled, p.columns, p.changes, p.run, p.meta)
         else:
-            size = None if state.version is None else table_bytes(path, state.version)
-            _merge(spark, compiled, columns, changes, run, meta, cuts, size)
+            _merge(spark, p.compiled, p.columns, p.changes, p.run, p.meta, p.cuts, p.size)
     except Exception as exc:
         if "INVALID_VARIANT_CAST" not in str(exc):
             raise
-        raise unreadable_column(events.where(_applies()), compiled, columns) or exc from exc
+        raise unreadable_column(p.events.where(_applies()), p.compiled, p.columns) or exc from exc
+    return _finish(spark, p)
+
+
+def _finish(spark: SparkSession, p: _Planned) -> TableResult:
+    """Table `p`'s pass after its commit: whether it was this attempt's, the catalog's name."""
+    table = p.compiled.table
+    path = table_path(table.name)
     committed = read_table_state(path, table.name)
-    if committed.attempt != attempt:
+    if committed.attempt != p.attempt:
         raise ConcurrentWriter(
-            f"another writer applied run {run} of table {table.name} first; this pass wrote "
+            f"another writer applied run {p.run} of table {table.name} first; this pass wrote "
             "nothing (its events are applied by that run)"
         )
-    _register(spark, table.name, path, run)
+    _register(spark, table.name, path, p.run)
+    counts = p.counts
     return TableResult(
-        table.name, run, state, counts["read"], counts["upserts"], counts["deletes"],
-        counts["ignored"], counts["truncates"], cursors=ends,
+        table.name, p.run, p.state, counts["read"], counts["upserts"], counts["deletes"],
+        counts["ignored"], counts["truncates"], cursors=p.ends,
     )  # fmt: skip
+
+
+def _outcome(call: Callable[..., T], *args: object) -> T | Exception:
+    try:
+        return call(*args)
+    except Exception as exc:  # py4j, Spark and Delta errors alike: this table's
+        return exc
 
 
 def _register(spark: SparkSession, name: str, path: str, run: int) -> None:
@@ -535,19 +680,22 @@ def _ddl(columns: dict[str, str]) -> str:
     return ", ".join(f"`{name}` {kind}" for name, kind in columns.items())
 
 
-def _log_changes(
-    changes: DataFrame, compiled: CompiledTable, columns: Columns, run: int, now: dt.datetime
-) -> None:
+def _log_rows(changes: DataFrame, compiled: CompiledTable, run: int, now: dt.datetime) -> DataFrame:
     """What later passes must remember: deletes (SCD1), or every event (SCD2)."""
     table = compiled.table
     logged = changes if table.scd2 else changes.where(F.col(DELETE))
-    keys = list(table.keys)
-    frame = logged.select(
-        *keys, SEQUENCE, DELETE, ROW,
+    return logged.select(
+        *table.keys, SEQUENCE, DELETE, ROW,
         F.lit(now).cast("timestamp").alias(LOGGED_AT), F.lit(run).cast("bigint").alias("__RUN"),
     )  # fmt: skip
+
+
+def _log_changes(changes: DataFrame, compiled: CompiledTable, run: int, now: dt.datetime) -> None:
+    """The pass's change-log rows (_log_rows) appended, once per run."""
+    table = compiled.table
     append_once(
-        frame, table_changes_path(table.name), changes_app_id(table.name), run,
+        _log_rows(changes, compiled, run, now), table_changes_path(table.name),
+        changes_app_id(table.name), run,
         conflict=f"another writer applied run {run} of table {table.name} at the same time",
     )  # fmt: skip
 

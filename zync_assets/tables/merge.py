@@ -73,11 +73,13 @@ def _literal(kind: str, value: object) -> str:
 def merge_source(
     spark: SparkSession, compiled: CompiledTable, columns: Columns, changes: DataFrame,
     pin: Callable[[DataFrame], DataFrame] = lambda frame: frame, bounded: bool = True,
+    read: Callable[[str], DataFrame] | None = None,
 ) -> tuple[DataFrame, str]:  # fmt: skip
     """The MERGE's source rows, and the range of their keys over the target `t`
     (key_range; TRUE unless `bounded`). `pin` keeps a frame that the plan reads several
     times (the touched keys, SCD2's stored versions and folded events): without it each
-    read computes the frame again, and an SCD2 source cost 12–19 s for 200 rows."""
+    read computes the frame again, and an SCD2 source cost 12–19 s for 200 rows. `read`:
+    how the change log's Delta table at a path is read (default: a Delta scan)."""
     table = compiled.table
     keys, data = list(table.keys), columns.data()
     logged = pool_exists(table_changes_path(table.name))  # made with the first delete
@@ -87,7 +89,8 @@ def merge_source(
     bounds = key_bounds(touched, keys) if bounded else []
     new = _with_position(changes.drop(ROW))
     if logged:
-        new = new.unionByName(_with_position(_logged(spark, compiled, columns, touched)))
+        log = (read or spark.read.format("delta").load)(table_changes_path(table.name))
+        new = new.unionByName(_with_position(_logged(log, compiled, columns, touched)))
     if not table.scd2:
         # The newest known change per key; the MERGE applies it only where it is newer
         # than the stored row (so the table is not read here: one scan fewer).
@@ -124,22 +127,17 @@ def _newest_per_key(events: DataFrame, keys: list[str], data: list[str]) -> Data
 
 
 def _logged(
-    spark: SparkSession, compiled: CompiledTable, columns: Columns, touched: DataFrame
+    log: DataFrame, compiled: CompiledTable, columns: Columns, touched: DataFrame
 ) -> DataFrame:
-    """What the change log remembers of the touched keys."""
+    """What the change log (`log`, its rows) remembers of the touched keys."""
     keys = list(compiled.table.keys)
-    return (
-        spark.read.format("delta")
-        .load(table_changes_path(compiled.table.name))
-        .join(touched, keys, "left_semi")
-        .select(
-            *keys,
-            *columns.typed(skip=compiled.table.keys),
-            columns.unavailable(),
-            SEQUENCE,
-            DELETE,
-            F.lit(fold.FROM_LOG).alias(fold.PRIORITY),
-        )
+    return log.join(touched, keys, "left_semi").select(
+        *keys,
+        *columns.typed(skip=compiled.table.keys),
+        columns.unavailable(),
+        SEQUENCE,
+        DELETE,
+        F.lit(fold.FROM_LOG).alias(fold.PRIORITY),
     )
 
 

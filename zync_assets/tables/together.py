@@ -28,9 +28,11 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.spark.session import pinned, sized_work, unpin
 from zync_assets.specs.model import Spec
 from zync_assets.tables.apply import (
+    Due,
+    Outcome,
     Summary,
     TableResult,
-    apply_events,
+    apply_many,
     apply_table,
     caught_up,
     compile_tables,
@@ -43,12 +45,11 @@ from zync_assets.tables.apply import (
 from zync_assets.tables.changes import TOPIC, CompiledTable, change_events, pool_rows
 from zync_assets.tables.state import TableState, source_ends
 
-Outcome = TableResult | Exception  # a table's result, or what stopped its pass
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class _Due:
+class _Waiting:
     """A table with new events: its state, and the pool's ends for its source."""
 
     compiled: CompiledTable
@@ -57,12 +58,15 @@ class _Due:
 
 
 def apply_tables(
-    spark: SparkSession, tables: list[CompiledTable], now: dt.datetime, registry: Registry | None
-) -> list[Outcome]:
+    spark: SparkSession, tables: list[CompiledTable], now: dt.datetime, registry: Registry | None,
+    rewrite_below: int | None = None,
+) -> list[Outcome]:  # fmt: skip
     """Each table's pass (as apply_table would make it), in the order given: its result,
-    or the exception that stopped it (one table's failure stops no other's)."""
+    or the exception that stopped it (one table's failure stops no other's).
+    `rewrite_below`: tables smaller than this many bytes are written whole by one shared
+    job (tables/rewrite.py; default apply.REWRITE_BELOW_BYTES; 0: every table MERGEs)."""
     outcomes: dict[str, Outcome] = {}
-    due: list[_Due] = []
+    due: list[_Waiting] = []
     for compiled in tables:
         name = compiled.table.name
         try:
@@ -71,24 +75,25 @@ def apply_tables(
             if ends is None or caught_up(state.cursors, ends):
                 outcomes[name] = nothing_new(spark, name, state)
             else:
-                due.append(_Due(compiled, state, ends))
+                due.append(_Waiting(compiled, state, ends))
         except Exception as exc:  # py4j, Spark and Delta errors alike: this table's
             outcomes[name] = exc
     for group in _groups(due):
-        outcomes |= _apply_group(spark, group, now, registry)
+        outcomes |= _apply_group(spark, group, now, registry, rewrite_below)
     return [outcomes[c.table.name] for c in tables]
 
 
 def run_tables(
     spark: SparkSession, spec: Spec, registry: Registry | None = None, only: str | None = None,
     compiled: list[CompiledTable] | None = None, now: dt.datetime | None = None,
+    rewrite_below: int | None = None,
 ) -> list[TableResult]:  # fmt: skip
     """One pass of each of the spec's tables (or table `only`), the first failure raised
     (once every table has had its pass). `registry`: where the sources' Avro schemas
     are, to type the columns (without it, from the values alone)."""
     compiled = compiled if compiled is not None else compile_tables(spark, spec)
     chosen = [c for c in compiled if only is None or c.table.name == only]
-    outcomes = apply_tables(spark, chosen, now or dt.datetime.now(dt.UTC), registry)
+    outcomes = apply_tables(spark, chosen, now or dt.datetime.now(dt.UTC), registry, rewrite_below)
     results: list[TableResult] = []
     for outcome in outcomes:
         if isinstance(outcome, Exception):
@@ -97,17 +102,17 @@ def run_tables(
     return results
 
 
-def _groups(due: list[_Due]) -> list[list[_Due]]:
+def _groups(due: list[_Waiting]) -> list[list[_Waiting]]:
     """The due tables that can be read together: of one source pool and shape, where the
     tables of one source topic stand at the same cursors and read to the same ends (so
     that they read the same events, and the counts grouped by topic are each one's);
     every other table alone."""
-    shared: dict[tuple, list[_Due]] = defaultdict(list)
+    shared: dict[tuple, list[_Waiting]] = defaultdict(list)
     for item in due:
         table = item.compiled.table
         shape = (table.source_pool, table.from_staging, table.sequence_by, table.apply_as_deletes)
         shared[shape].append(item)
-    groups: list[list[_Due]] = []
+    groups: list[list[_Waiting]] = []
     for members in shared.values():
         at: dict[str, set[str]] = defaultdict(set)  # topic -> its tables' cursors and ends
         for m in members:
@@ -119,17 +124,19 @@ def _groups(due: list[_Due]) -> list[list[_Due]]:
     return groups
 
 
-def _cursor(item: _Due) -> dict[int, int]:
+def _cursor(item: _Waiting) -> dict[int, int]:
     """A table's cursors on its source topic."""
     return item.state.cursors.get(item.compiled.table.source, {})
 
 
 def _apply_group(
-    spark: SparkSession, group: list[_Due], now: dt.datetime, registry: Registry | None
-) -> dict[str, Outcome]:
+    spark: SparkSession, group: list[_Waiting], now: dt.datetime, registry: Registry | None,
+    rewrite_below: int | None,
+) -> dict[str, Outcome]:  # fmt: skip
     if len(group) == 1:  # nothing to share: apply_table's own read
-        return {group[0].compiled.table.name: _outcome(apply_table, spark, group[0].compiled,
-                                                       now, registry)}  # fmt: skip
+        compiled = group[0].compiled
+        return {compiled.table.name: _outcome(apply_table, spark, compiled, now, registry, False,
+                                              rewrite_below)}  # fmt: skip
     first = group[0].compiled
     cursors = {m.compiled.table.source: _cursor(m) for m in group}  # one per topic (_groups)
     ends = {topic: parts for m in group for topic, parts in m.ends.items()}
@@ -141,15 +148,15 @@ def _apply_group(
             return {m.compiled.table.name: exc for m in group}
         try:
             summaries = _outcome(_summaries, events)
-            return {
-                m.compiled.table.name: summaries if isinstance(summaries, Exception) else _outcome(
-                    apply_events, spark, m.compiled, m.state,
-                    events.where(F.col(TOPIC) == m.compiled.table.source).drop(TOPIC),
-                    m.ends, now, registry, False,
-                    summaries.get(m.compiled.table.source, summary_of({})),
-                )
+            if isinstance(summaries, Exception):
+                return {m.compiled.table.name: summaries for m in group}
+            items = [
+                Due(m.compiled, m.state,
+                    events.where(F.col(TOPIC) == m.compiled.table.source).drop(TOPIC), m.ends,
+                    summaries.get(m.compiled.table.source, summary_of({})))
                 for m in group
-            }  # fmt: skip
+            ]  # fmt: skip
+            return apply_many(spark, items, now, registry, rewrite_below)
         finally:
             unpin(events)
 

@@ -8,16 +8,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.core.errors import ZyncError
 from zync_assets.core.settings import KafkaSettings
-from zync_assets.jars import FUNCTIONS_JAR
 from zync_assets.kafka import clients
 from zync_assets.kafka.java_config import java_client_config
+from zync_assets.spark.functions import java_class
 from zync_assets.tokafka.encode import Encoding, Span
 from zync_assets.tokafka.sender import (
     TRANSACTION_TIMEOUT_S,
@@ -171,19 +170,6 @@ def _batch(result: Any, low: int, high: int) -> JvmBatch:
         if "IllegalStateException" in _java_classes(exc):
             raise changed_while_sending(low, high) from exc
         raise
-
-
-def java_class(jvm: Any, name: str) -> JavaClass:
-    """A class of zync's jar; py4j takes an unknown name for a package and fails later."""
-    found = jvm
-    for part in name.split("."):
-        found = getattr(found, part)
-    if not isinstance(found, JavaClass):
-        raise ZyncError(
-            f"zync's Spark functions ({FUNCTIONS_JAR}) have no {name}: they were built from "
-            "older sources; rebuild them with jvm/build.sh (in a checkout: scripts/install.sh)"
-        )
-    return found
 
 
 def _java_classes(exc: Py4JJavaError) -> list[str]:

@@ -1,0 +1,192 @@
+package zync.spark;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.SaveMode;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.delta.DeltaLog;
+import org.apache.spark.sql.delta.DeltaOperations;
+import org.apache.spark.sql.delta.OptimisticTransaction;
+import org.apache.spark.sql.delta.Snapshot;
+import org.apache.spark.sql.delta.VersionChecksum;
+import org.apache.spark.sql.delta.actions.Action;
+import org.apache.spark.sql.delta.actions.AddCDCFile;
+import org.apache.spark.sql.delta.actions.AddFile;
+import org.apache.spark.sql.delta.actions.SetTransaction;
+import scala.Option;
+import scala.collection.immutable.Map$;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * A lake table's pass committed from the driver with Delta's transaction API: the files {@link
+ * TableFiles} wrote, the table's old files removed (a whole new version of a small table), the
+ * change feed's files, and the pass's {@code SetTransaction} (app id, run) in one commit. No Spark
+ * job: the table's files and transaction versions are read from its checksum file, which Delta
+ * keeps for tables of up to 50 files.
+ *
+ * <p>These are delta-spark internals (4.4, pinned by the package), not a stable API.
+ */
+public final class TableCommit {
+  private TableCommit() {}
+
+  /** The table moved on since the pass read it: another writer committed first. */
+  public static final class Conflict extends IllegalStateException {
+    private static final long serialVersionUID = 1L;
+
+    Conflict(String message) {
+      super(message);
+    }
+  }
+
+  /**
+   * Commits table {@code root}'s pass: the files of output {@code data} (its rows) and of output
+   * {@code changes} (its change feed; -1: none) among {@code written}; with {@code replace}, every
+   * file of version {@code readVersion} removed. A table that is no longer at {@code readVersion}
+   * (-1: any) raises {@link Conflict}; a table that has {@code run} of {@code appId} already
+   * commits nothing (a killed pass's redo). Returns the version committed, or -1.
+   */
+  public static long commit(
+      SparkSession spark, String root, long readVersion, List<TableFiles.Written> written,
+      int data, int changes, boolean replace, String appId, long run, String userMetadata) {
+    DeltaLog log = DeltaLog.forTable(spark, root);
+    Snapshot snapshot = log.update(false, Option.empty(), Option.empty());
+    if (readVersion >= 0 && snapshot.version() != readVersion) {
+      throw new Conflict(
+          "zync tables: table " + root + " is at version " + snapshot.version() + ", not "
+              + readVersion + " as this pass read it: another writer committed first");
+    }
+    // A version the pass read is the proof that no run since is committed; a blind append (a
+    // change log's) asks the table's transactions, as Delta's own writes do.
+    if (readVersion < 0 && committedRun(snapshot, appId) >= run) return -1;
+    OptimisticTransaction txn = log.startTransaction(Option.empty(), Option.apply(snapshot));
+    txn.readWholeTable();
+    long now = System.currentTimeMillis();
+    List<Action> actions = new ArrayList<>();
+    if (replace) {
+      for (AddFile old : files(snapshot)) actions.add(old.removeWithTimestamp(now, true));
+    }
+    for (TableFiles.Written file : written) {
+      if (file.output == data) actions.add(added(file));
+      else if (file.output == changes) actions.add(changed(file));
+    }
+    actions.add(new SetTransaction(appId, run, Option.apply(now)));
+    var operation =
+        new DeltaOperations.Write(
+            replace ? SaveMode.Overwrite : SaveMode.Append, Option.empty(), Option.empty(),
+            Option.apply(userMetadata), Option.empty(), Option.empty(), Option.empty(),
+            Option.empty(), Option.empty());
+    return txn.commit(CollectionConverters.asScala(actions).toList(), operation);
+  }
+
+  /**
+   * Deletes the files under {@code root} and its {@code folders} named {@code prefix}* that
+   * the table's current version does not hold (change-feed files: those of runs other than
+   * {@code keep}'s); returns how many. Only a run's own prefix is given here, after that run is
+   * committed: a rival pass of the same run fails its commit, so its files are garbage.
+   */
+  public static int deleteOrphans(
+      SparkSession spark, String root, List<String> folders, String prefix, String keep)
+      throws IOException {
+    DeltaLog log = DeltaLog.forTable(spark, root);
+    Snapshot snapshot = log.update(false, Option.empty(), Option.empty());
+    java.util.Set<String> held = new java.util.HashSet<>();
+    for (AddFile file : files(snapshot)) held.add(file.path());
+    int deleted = 0;
+    for (String folder : folders) {
+      Path glob = new Path(folder.isEmpty() ? root : root + "/" + folder, prefix + "*");
+      FileSystem fs = glob.getFileSystem(spark.sessionState().newHadoopConf());
+      FileStatus[] found = fs.globStatus(glob);
+      if (found == null) continue;
+      for (FileStatus status : found) {
+        String name = status.getPath().getName();
+        String relative = folder.isEmpty() ? name : folder + "/" + name;
+        if (held.contains(relative) || name.startsWith(keep)) continue;
+        if (fs.delete(status.getPath(), false)) deleted++;
+      }
+    }
+    return deleted;
+  }
+
+  /** A table's newest version and, where its checksum lists them, its files. */
+  public static final class Stored {
+    private final long version;
+    private final List<String> paths;
+    private final boolean listed;
+
+    Stored(long version, List<String> paths, boolean listed) {
+      this.version = version;
+      this.paths = paths;
+      this.listed = listed;
+    }
+
+    public long version() {
+      return version;
+    }
+
+    /** The files' absolute paths (when {@link #listed}). */
+    public List<String> paths() {
+      return paths;
+    }
+
+    /**
+     * Whether {@link #paths} are the version's rows entire: the checksum lists the files and
+     * none has a deletion vector, so reading them as Parquet reads the table without planning
+     * a Delta scan (which costs Spark jobs per table).
+     */
+    public boolean listed() {
+      return listed;
+    }
+  }
+
+  /** Table {@code root}'s newest version and its files (no Spark job). */
+  public static Stored stored(SparkSession spark, String root) {
+    Snapshot snapshot = DeltaLog.forTable(spark, root).update(false, Option.empty(), Option.empty());
+    Option<VersionChecksum> checksum = snapshot.checksumOpt();
+    if (!checksum.isDefined() || !checksum.get().allFiles().isDefined()) {
+      return new Stored(snapshot.version(), List.of(), false);
+    }
+    List<String> paths = new ArrayList<>();
+    for (AddFile file : CollectionConverters.asJava(checksum.get().allFiles().get())) {
+      if (file.deletionVector() != null) return new Stored(snapshot.version(), List.of(), false);
+      paths.add(new Path(new Path(root), file.toPath()).toString());
+    }
+    return new Stored(snapshot.version(), paths, true);
+  }
+
+  /** The run of {@code appId} the table has committed (-1: none). */
+  public static long committedRun(Snapshot snapshot, String appId) {
+    Option<VersionChecksum> checksum = snapshot.checksumOpt();
+    var transactions =
+        checksum.isDefined() && checksum.get().setTransactions().isDefined()
+            ? checksum.get().setTransactions().get()
+            : snapshot.setTransactions();
+    for (SetTransaction txn : CollectionConverters.asJava(transactions)) {
+      if (txn.appId().equals(appId)) return txn.version();
+    }
+    return -1;
+  }
+
+  /** The table's files, from its checksum when it holds them (no Spark job), else from its log. */
+  private static List<AddFile> files(Snapshot snapshot) {
+    Option<VersionChecksum> checksum = snapshot.checksumOpt();
+    if (checksum.isDefined() && checksum.get().allFiles().isDefined()) {
+      return CollectionConverters.asJava(checksum.get().allFiles().get());
+    }
+    return snapshot.allFiles().collectAsList();
+  }
+
+  private static AddFile added(TableFiles.Written file) {
+    return new AddFile(
+        file.path, Map$.MODULE$.empty(), file.size, file.modified, true,
+        "{\"numRecords\":" + file.rows + "}", null, null, Option.empty(), Option.empty(),
+        Option.empty(), Option.empty(), Option.empty());
+  }
+
+  private static AddCDCFile changed(TableFiles.Written file) {
+    return new AddCDCFile(file.path, Map$.MODULE$.empty(), file.size, null, null);
+  }
+}

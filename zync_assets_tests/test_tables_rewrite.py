@@ -1,0 +1,257 @@
+"""Small lake tables written whole by one shared Spark job and committed from the driver
+(tables/rewrite.py), against the per-table MERGE they replace: the same rows and the same
+change feed, a job count that does not grow with the tables, each row once after a kill -9
+during the write, and a rival writer's commit that wins while the late pass writes nothing.
+Real Spark and Delta (the pool is written as ingest writes it; no Kafka is asked)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from zync_assets.core.errors import ConcurrentWriter
+from zync_assets.lake.pools import table_path
+from zync_assets.specs.model import load_spec
+from zync_assets.tables import apply
+from zync_assets.tables.apply import Due, compile_tables, table_state
+from zync_assets.tables.changes import change_events, new_rows
+from zync_assets.tables.rewrite import rewrite_tables
+from zync_assets.tables.state import read_table_state, source_ends
+from zync_assets.tables.together import run_tables
+from zync_assets_tests.conftest import ZYNC, Stack, run_zync
+from zync_assets_tests.support.kills import kill_when
+from zync_assets_tests.support.pool_data import DEAD, KAFKA, commit_raw
+
+pytestmark = pytest.mark.integration
+
+ROWS = 300
+SPEC = """inputs:
+  - {topics: 'db\\.public\\..*', pool: Raw, format: json}
+tables:
+  - {topics: 'db\\.public\\..*', name: '{table}'}
+"""
+
+
+def topic(i: int) -> str:
+    return f"db.public.t{i}"
+
+
+def events(
+    spark: SparkSession, name: str, first: int, rows: list[tuple[int, str, str, int]]
+) -> DataFrame:
+    """Events of topic `name` from offset `first`: (id, op, name, sequence) each; op d
+    deletes (its `before` holds the key)."""
+    template = '{"op": "%s", "before": %s, "after": %s, "source": {"lsn": %d}}'
+    records = []
+    for n, (key, op, text, lsn) in enumerate(rows):
+        image = f'{{"id": {key}, "name": "{text}"}}'
+        before, after = (image, "null") if op == "d" else ("null", image)
+        records.append((first + n, key, template % (op, before, after, lsn)))
+    frame = spark.createDataFrame(records, "offset long, id long, value string")
+    return frame.select(
+        F.struct(
+            F.lit(name).alias("topic"), F.lit(0).alias("partition"), F.col("offset"),
+            F.current_timestamp().alias("timestamp"),
+        ).cast(KAFKA).alias("kafka"),
+        F.parse_json(F.format_string('{"id": %d}', "id")).alias("key"),
+        F.parse_json("value").alias("value"),
+        F.lit(None).cast(DEAD).alias("dead_letter"),
+    )  # fmt: skip
+
+
+ROUNDS = [
+    # inserts
+    [(k, "c", f"a{k}", 10 + k) for k in range(ROWS)],
+    # updates of every other key, deletes of every fifth, new keys
+    [(k, "u", f"b{k}", 1_000 + k) for k in range(0, ROWS, 2)]
+    + [(k, "d", "", 2_000 + k) for k in range(0, ROWS, 5)]
+    + [(k, "c", f"n{k}", 3_000 + k) for k in range(ROWS, ROWS + 20)],
+    # late events (older than what the table holds: no effect), a deleted key back, updates
+    [(k, "u", f"late{k}", 5) for k in range(0, 40)]
+    + [(0, "c", "back0", 4_000)]
+    + [(k, "u", f"c{k}", 5_000 + k) for k in range(1, ROWS, 7)],
+]
+
+
+def commit_round(spark: SparkSession, run: int, tables: int) -> None:
+    rows = ROUNDS[run - 1]
+    first = sum(len(r) for r in ROUNDS[: run - 1])
+    frames = [events(spark, topic(i), first, rows) for i in range(tables)]
+    union = frames[0]
+    for more in frames[1:]:
+        union = union.unionByName(more)
+    commit_raw(spark, "Raw", run, union, {topic(i): first + len(rows) for i in range(tables)})
+
+
+def expected(rounds: int) -> dict[int, str]:
+    """What the events of the first `rounds` rounds say: per key, its newest event's row."""
+    newest: dict[int, tuple[int, str, str]] = {}
+    for key, op, text, lsn in (e for r in ROUNDS[:rounds] for e in r):
+        if key not in newest or lsn > newest[key][0]:
+            newest[key] = (lsn, op, text)
+    return {k: text for k, (_, op, text) in newest.items() if op != "d"}
+
+
+def content(spark: SparkSession, table: str) -> list[tuple]:
+    frame = spark.read.format("delta").load(table_path(table))
+    return sorted((r.id, r.name) for r in frame.select("id", "name").collect())
+
+
+def change_feed(spark: SparkSession, table: str) -> Counter:
+    frame = (
+        spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0)
+        .load(table_path(table))
+    )  # fmt: skip
+    return Counter((r.id, r.name, r._change_type) for r in frame.collect())
+
+
+def jobs_of(spark: SparkSession, work: Callable[[], object]) -> int:
+    """How many Spark jobs `work()` launched."""
+    tracker = spark.sparkContext.statusTracker()
+    group = f"count-{dt.datetime.now().timestamp()}"
+    spark.sparkContext.setJobGroup(group, "counted")
+    try:
+        work()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return len(tracker.getJobIdsForGroup(group))
+
+
+def test_the_shared_job_ends_with_the_rows_and_change_feed_a_merge_gives(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three rounds (inserts; updates, deletes and new keys; late events and a deleted key
+    back) applied to the same tables both ways: rows and change feeds equal, and equal
+    to what the events say."""
+    spec_path = tmp_path / "whole.yaml"
+    spec_path.write_text(SPEC)
+    spec = load_spec(spec_path)
+    found: dict[str, tuple] = {}
+    for way, below in (("merge", 0), ("rewrite", apply.REWRITE_BELOW_BYTES)):
+        monkeypatch.setenv("ZYNC_LAKE", str(tmp_path / way))
+        for run in range(1, len(ROUNDS) + 1):
+            commit_round(spark, run, 2)
+            results = run_tables(spark, spec, rewrite_below=below)
+            assert [r.run for r in results] == [run, run], results
+        found[way] = (content(spark, "t0"), change_feed(spark, "t0"), content(spark, "t1"))
+        operations = [
+            r.operation for r in spark.sql(f"DESCRIBE HISTORY delta.`{table_path('t0')}`").collect()
+        ]
+        assert ("MERGE" in operations) == (way == "merge"), operations
+    assert found["rewrite"] == found["merge"]
+    rows = dict(found["rewrite"][0])
+    assert rows[0] == "back0" and rows[2] == "b2" and rows[3] == "a3" and rows[8] == "c8"
+    assert 5 not in rows and 10 not in rows and rows[ROWS + 3] == f"n{ROWS + 3}"
+    assert rows == expected(len(ROUNDS))
+    feed = found["rewrite"][1]
+    assert feed[(2, "a2", "update_preimage")] == feed[(2, "b2", "update_postimage")] == 1
+    assert feed[(5, "a5", "delete")] == 1 and feed[(0, "back0", "insert")] == 1
+    assert not any(name.startswith("late") for _, name, _ in feed)
+
+
+def test_a_pass_over_more_tables_launches_no_more_jobs(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same pass over 2 and over 8 tables (after a pass that made their change logs):
+    as many Spark jobs (±1), where per-table MERGEs launch jobs for each table."""
+    spec_path = tmp_path / "whole.yaml"
+    spec_path.write_text(SPEC)
+    spec = load_spec(spec_path)
+    jobs: dict[tuple[str, int], int] = {}
+    for tables in (2, 8):
+        for way, below in (("merge", 0), ("rewrite", apply.REWRITE_BELOW_BYTES)):
+            monkeypatch.setenv("ZYNC_LAKE", str(tmp_path / f"{way}{tables}"))
+            for run in (1, 2):
+                commit_round(spark, run, tables)
+                run_tables(spark, spec, rewrite_below=below)
+            commit_round(spark, 3, tables)
+            jobs[(way, tables)] = jobs_of(
+                spark, partial(run_tables, spark, spec, rewrite_below=below)
+            )
+    assert abs(jobs[("rewrite", 8)] - jobs[("rewrite", 2)]) <= 1, jobs
+    assert jobs[("merge", 8)] - jobs[("merge", 2)] >= 6 * 3, jobs
+
+
+def test_a_kill_during_the_shared_write_leaves_each_row_once_and_no_orphan(
+    spark, stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 once the shared job has written files and no table has committed them: the
+    tables stay where they were; the next pass applies the round once and deletes the
+    killed attempt's files."""
+    lake = tmp_path / "lake"
+    monkeypatch.setenv("ZYNC_LAKE", str(lake))
+    spec_path = tmp_path / "whole.yaml"
+    spec_path.write_text(SPEC)
+    spec = load_spec(spec_path)
+    tables = 8
+    commit_round(spark, 1, tables)
+    run_tables(spark, spec)
+    commit_round(spark, 2, tables)
+    roots = [Path(table_path(f"t{i}")) for i in range(tables)]
+    logs = {root: len(list((root / "_delta_log").glob("*.json"))) for root in roots}
+
+    def written_not_committed(_stdout: str) -> bool:
+        written = any(next(root.glob("zync-r2-*.parquet"), None) for root in roots)
+        return written and all(
+            len(list((root / "_delta_log").glob("*.json"))) == logs[root] for root in roots
+        )
+
+    env = stack.env(ZYNC_LAKE=str(lake))
+    killed = kill_when([ZYNC, "table", "apply", str(spec_path)], env, written_not_committed)
+    assert killed.landed, f"the pass ended before its files were written: {killed.stderr}"
+    orphans = {f.name for root in roots for f in root.rglob("zync-r2-*.parquet")}
+    assert orphans, "the kill left no written file behind"
+    assert all(read_table_state(str(r), r.name).run == 1 for r in roots)
+
+    done = run_zync("table", "apply", str(spec_path), env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    for root in roots:
+        assert read_table_state(str(root), root.name).run == 2
+        rows = content(spark, root.name)
+        assert len(rows) == len(dict(rows)) and dict(rows) == expected(2), root.name
+        left = {f.name for f in root.rglob("zync-r2-*.parquet")}
+        assert not left & orphans, f"{root.name} keeps the killed attempt's files"
+
+
+def test_a_rival_writers_commit_wins_and_the_late_pass_writes_nothing(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass planned, then a rival pass of the same tables commits first: the late pass's
+    commit is refused with a one-line ConcurrentWriter, its files are deleted, and the
+    tables hold the rival's run once."""
+    monkeypatch.setenv("ZYNC_LAKE", str(tmp_path / "lake"))
+    spec_path = tmp_path / "whole.yaml"
+    spec_path.write_text(SPEC)
+    spec = load_spec(spec_path)
+    commit_round(spark, 1, 2)
+    run_tables(spark, spec)
+    commit_round(spark, 2, 2)
+    compiled = compile_tables(spark, spec)
+    late = []
+    for c in compiled:
+        state = table_state(c.table.name)
+        ends = source_ends(spec, c.table) or {}
+        found = new_rows(spark, spec, c.table, state.cursors, ends)
+        assert found is not None
+        due = Due(c, state, change_events(found.rows, c).localCheckpoint(), found.ends)
+        planned = apply._plan(spark, due, dt.datetime.now(dt.UTC), None, False)
+        assert isinstance(planned, apply._Planned)
+        late.append(apply._rewrite(spark, planned))
+    assert [r.run for r in run_tables(spark, spec)] == [2, 2]  # the rival
+    failed = rewrite_tables(spark, late)
+    for item in late:
+        error = failed[item.name]
+        assert isinstance(error, ConcurrentWriter), error
+        assert "\n" not in str(error) and "another writer" in str(error)
+        root = Path(item.path)
+        assert not list(root.rglob(f"{item.mine}*")), "the refused pass's files stay"
+        assert read_table_state(item.path, item.name).run == 2
+        rows = content(spark, item.name)
+        assert len(rows) == len(dict(rows)) and dict(rows) == expected(2)
