@@ -28,19 +28,11 @@ from zync_assets.tables.together import run_tables
 from zync_assets_tests.conftest import ZYNC, Stack, run_zync
 from zync_assets_tests.support.kills import kill_when
 from zync_assets_tests.support.pool_data import DEAD, KAFKA, commit_raw
+from zync_assets_tests.test_tables_together import SPEC, topic  # a whole database's spec
 
 pytestmark = pytest.mark.integration
 
 ROWS = 300
-SPEC = """inputs:
-  - {topics: 'db\\.public\\..*', pool: Raw, format: json}
-tables:
-  - {topics: 'db\\.public\\..*', name: '{table}'}
-"""
-
-
-def topic(i: int) -> str:
-    return f"db.public.t{i}"
 
 
 def events(

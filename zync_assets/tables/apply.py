@@ -390,12 +390,12 @@ def _rewrite(spark: SparkSession, p: _Planned) -> Rewrite:
 
     source, _ = merge_source(spark, p.compiled, p.columns, p.changes, bounded=False, read=log)
     keys, data = list(table.keys), p.columns.data()
-    rows, changes = new_version(
+    rows = new_version(
         None if p.created else stored, source, keys, [c for c in data if c in types], types
     )
     log_rows = _log_rows(p.changes, p.compiled, p.run, p.now) if p.logs else None
     return Rewrite(
-        table.name, path, version, rows, changes, app_id(table.name), p.run, p.attempt, p.meta,
+        table.name, path, version, rows, app_id(table.name), p.run, p.attempt, p.meta,
         log_rows, table_changes_path(table.name), changes_app_id(table.name),
     )  # fmt: skip
 

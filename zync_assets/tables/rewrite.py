@@ -24,6 +24,7 @@ truncates, a pass that changes the columns, and big tables, a pass MERGEs (apply
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from py4j.protocol import Py4JJavaError
@@ -57,26 +58,26 @@ _PLANNING = {
 
 @dataclass(frozen=True)
 class Output:
-    """Rows to write under a table's root (`folder`: "" or the change feed's), in files
-    whose names start with `name`."""
+    """Rows to write under a table's root, in files whose names start with `name`; with a
+    `changes` folder, the rows whose last column (`_change_type`) is set go there, the
+    others (less that column) to the root."""
 
     root: str
-    folder: str
+    changes: str
     frame: DataFrame
     name: str
 
 
 @dataclass(frozen=True)
 class Rewrite:
-    """One table's pass, planned: its new version (`rows`, replacing every file of
-    `read_version`), its change feed, and the rows its change log takes (`log`, committed
-    as run `run` of `log_app`)."""
+    """One table's pass, planned: its new version and change feed (`rows`, replacing every
+    file of `read_version`), and the rows its change log takes (`log`, committed as run
+    `run` of `log_app`)."""
 
     name: str
     path: str
     read_version: int
-    rows: DataFrame
-    changes: DataFrame | None
+    rows: DataFrame  # its rows and change-feed rows (new_version)
     app_id: str
     run: int
     attempt: str
@@ -117,11 +118,12 @@ def read_stored(spark: SparkSession, path: str) -> tuple[int, DataFrame]:
 def new_version(
     stored: DataFrame | None, source: DataFrame, keys: list[str], data: list[str],
     types: dict[str, str],
-) -> tuple[DataFrame, DataFrame]:  # fmt: skip
-    """A table's rows after the pass, and its change-feed rows, from its `stored` rows
-    (None: a new table) and the MERGE's `source` (merge.merge_source: per key its newest
-    change, a row or a delete, with the columns it left out); `types`: the table's
-    columns (its sequence included), in its order."""
+) -> DataFrame:  # fmt: skip
+    """A table's rows after the pass, and its change-feed rows (those with a
+    `_change_type`), from its `stored` rows (None: a new table) and the MERGE's `source`
+    (merge.merge_source: per key its newest change, a row or a delete, with the columns it
+    left out); `types`: the table's columns (its sequence included), in its order. Each
+    joined key gives its rows through one explode: the fold is computed once for both."""
     meta = [SEQUENCE]
     new = source.select(
         *keys,
@@ -151,23 +153,25 @@ def new_version(
     def before(name: str) -> Column:
         return F.col(f"`{name}`") if name in keys else F.col(f"__t.`{name}`")
 
-    def typed(value: Column, name: str) -> Column:
-        return value.cast(types[name]).alias(name)
-
-    rows = joined.where((wins & ~deleted) | (~wins & had)).select(
-        *(typed(after(n), n) for n in types)
-    )
-    image = [("insert", wins & ~deleted & ~had, after), ("update_postimage", wins & ~deleted & had,
-             after), ("update_preimage", wins & ~deleted & had, before),
-             ("delete", wins & deleted & had, before)]  # fmt: skip
-    changes = None
-    for kind, when, value in image:
-        part = joined.where(when).select(
-            *(typed(value(n), n) for n in types), F.lit(kind).alias(CHANGE_TYPE)
+    def image(kind: str | None, value: Callable[[str], Column]) -> Column:
+        return F.struct(
+            *(value(n).cast(t).alias(n) for n, t in types.items()),
+            F.lit(kind).cast("string").alias(CHANGE_TYPE),
         )
-        changes = part if changes is None else changes.unionByName(part)
-    assert changes is not None
-    return rows.coalesce(1).sortWithinPartitions(*keys), changes.coalesce(1)
+
+    updated = wins & ~deleted & had
+    images = [  # (when, the row it gives): the version's row, then the change feed's
+        ((wins & ~deleted) | (~wins & had), image(None, after)),
+        (wins & ~deleted & ~had, image("insert", after)),
+        (updated, image("update_preimage", before)),
+        (updated, image("update_postimage", after)),
+        (wins & deleted & had, image("delete", before)),
+    ]
+    rows = F.filter(F.array(*(F.when(when, row) for when, row in images)), lambda r: r.isNotNull())
+    return (
+        joined.select(F.explode(rows).alias("__r")).select("__r.*")
+        .coalesce(1).sortWithinPartitions(*keys)
+    )  # fmt: skip
 
 
 def _struct_of(types: dict[str, str], names: list[str]) -> str:
@@ -181,26 +185,18 @@ def rewrite_tables(spark: SparkSession, rewrites: list[Rewrite]) -> dict[str, Ex
     if not rewrites:
         return {}
     outputs: list[Output] = []
-    places: list[tuple[int, int, int]] = []  # per rewrite: its rows', changes', log's outputs
+    places: list[tuple[int, int]] = []  # per rewrite: its rows' output, its log's (or -1)
     for item in rewrites:
-        data = len(outputs)
-        outputs.append(Output(item.path, "", item.rows, item.mine))
-        changes = -1
-        if item.changes is not None:
-            changes = len(outputs)
-            outputs.append(Output(item.path, CHANGE_FOLDER, item.changes, item.mine))
-        log = -1
+        places.append((len(outputs), len(outputs) + 1 if item.log is not None else -1))
+        outputs.append(Output(item.path, CHANGE_FOLDER, item.rows, item.mine))
         if item.log is not None:
-            log = len(outputs)
             outputs.append(Output(item.log_path, "", item.log.coalesce(1), item.mine))
-        places.append((data, changes, log))
-    jvm = spark._jvm
-    files = java_class(jvm, FILES_CLASS)
+    files = java_class(spark._jvm, FILES_CLASS)
     with session_conf(spark, _PLANNING):
         written = files.write(
             spark._jsparkSession,
             [o.frame._jdf for o in outputs], [o.root for o in outputs],
-            [o.folder for o in outputs], [o.name for o in outputs],
+            [o.changes for o in outputs], [o.name for o in outputs],
         )  # fmt: skip
     return {
         item.name: _commit(spark, item, written, *place)
@@ -209,7 +205,7 @@ def rewrite_tables(spark: SparkSession, rewrites: list[Rewrite]) -> dict[str, Ex
 
 
 def _commit(
-    spark: SparkSession, item: Rewrite, written: object, data: int, changes: int, log: int
+    spark: SparkSession, item: Rewrite, written: object, data: int, log: int
 ) -> Exception | None:
     """Table `item`'s commits: its change log's rows (if any), then its new version; and
     then the files of its run's other attempts, which no commit holds, deleted."""
@@ -217,10 +213,10 @@ def _commit(
     session = spark._jsparkSession
     try:
         if log >= 0:
-            commit.commit(session, item.log_path, -1, written, log, -1, False, item.log_app,
+            commit.commit(session, item.log_path, -1, written, log, False, item.log_app,
                           item.run, item.metadata)  # fmt: skip
-        commit.commit(session, item.path, item.read_version, written, data, changes, True,
-                      item.app_id, item.run, item.metadata)  # fmt: skip
+        commit.commit(session, item.path, item.read_version, written, data, True, item.app_id,
+                      item.run, item.metadata)  # fmt: skip
     except Py4JJavaError as exc:
         if _conflict(exc):  # nothing of this attempt was committed: its files are garbage
             discard_attempt(spark, item.name, item.run, item.attempt)

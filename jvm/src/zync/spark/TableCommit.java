@@ -43,15 +43,15 @@ public final class TableCommit {
   }
 
   /**
-   * Commits table {@code root}'s pass: the files of output {@code data} (its rows) and of output
-   * {@code changes} (its change feed; -1: none) among {@code written}; with {@code replace}, every
-   * file of version {@code readVersion} removed. A table that is no longer at {@code readVersion}
+   * Commits table {@code root}'s pass: the files of output {@code output} among {@code written}
+   * (its rows, and its change feed's); with {@code replace}, every file of version {@code
+   * readVersion} removed. A table that is no longer at {@code readVersion}
    * (-1: any) raises {@link Conflict}; a table that has {@code run} of {@code appId} already
    * commits nothing (a killed pass's redo). Returns the version committed, or -1.
    */
   public static long commit(
       SparkSession spark, String root, long readVersion, List<TableFiles.Written> written,
-      int data, int changes, boolean replace, String appId, long run, String userMetadata) {
+      int output, boolean replace, String appId, long run, String userMetadata) {
     DeltaLog log = DeltaLog.forTable(spark, root);
     Snapshot snapshot = log.update(false, Option.empty(), Option.empty());
     if (readVersion >= 0 && snapshot.version() != readVersion) {
@@ -70,8 +70,7 @@ public final class TableCommit {
       for (AddFile old : files(snapshot)) actions.add(old.removeWithTimestamp(now, true));
     }
     for (TableFiles.Written file : written) {
-      if (file.output == data) actions.add(added(file));
-      else if (file.output == changes) actions.add(changed(file));
+      if (file.output == output) actions.add(file.change ? changed(file) : added(file));
     }
     actions.add(new SetTransaction(appId, run, Option.apply(now)));
     var operation =

@@ -2,6 +2,7 @@ package zync.spark;
 
 import java.io.Serializable;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
@@ -21,10 +22,13 @@ import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetOutputWriter;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.SerializableConfiguration;
 
 /**
@@ -43,17 +47,22 @@ import org.apache.spark.util.SerializableConfiguration;
 public final class TableFiles {
   private TableFiles() {}
 
-  /** One file written: its output's index, its path under the table's root, bytes and rows. */
+  /**
+   * One file written: its output's index, whether it holds change-feed rows, its path under
+   * the table's root, bytes and rows.
+   */
   public static final class Written implements Serializable {
     private static final long serialVersionUID = 1L;
     public final int output;
+    public final boolean change;
     public final String path;
     public final long size;
     public final long rows;
     public final long modified;
 
-    Written(int output, String path, long size, long rows, long modified) {
+    Written(int output, boolean change, String path, long size, long rows, long modified) {
       this.output = output;
+      this.change = change;
       this.path = path;
       this.size = size;
       this.rows = rows;
@@ -62,21 +71,33 @@ public final class TableFiles {
   }
 
   /**
-   * Writes output {@code i}'s rows ({@code frames[i]}) as Parquet files under {@code roots[i]} +
-   * "/" + {@code folders[i]} ("" for the root itself), named {@code names[i]}-(partition).parquet,
-   * in one Spark job; returns every file written (a partition without rows writes none).
+   * Writes output {@code i}'s rows ({@code frames[i]}) as Parquet files under {@code roots[i]},
+   * named {@code names[i]}-(partition).parquet, in one Spark job; returns every file written (a
+   * partition without rows writes none). With a {@code changes[i]} folder ("": none), a row whose
+   * last column (Delta's {@code _change_type}) is set goes to a file of that folder, and the
+   * others, less that column, to the root: a table's new version and its change feed, from one
+   * computation of its rows.
    */
   public static List<Written> write(
-      SparkSession spark, List<Dataset<Row>> frames, List<String> roots, List<String> folders,
+      SparkSession spark, List<Dataset<Row>> frames, List<String> roots, List<String> changes,
       List<String> names) {
     if (frames.isEmpty()) return new ArrayList<>();
     Configuration base = spark.sessionState().newHadoopConf();
     List<JavaRDD<InternalRow>> rdds = new ArrayList<>();
-    List<Map<String, String>> confs = new ArrayList<>();
+    List<Map<String, String>> confs = new ArrayList<>(); // per output: its files' schema
+    List<Map<String, String>> changeConfs = new ArrayList<>(); // and its change files'
+    List<DataType[]> types = new ArrayList<>();
     List<Integer> outputOf = new ArrayList<>(); // the output of each partition of the union
     for (int i = 0; i < frames.size(); i++) {
       Dataset<Row> frame = frames.get(i);
-      confs.add(parquetConf(spark, base, frame));
+      StructType schema = frame.schema();
+      boolean split = !changes.get(i).isEmpty();
+      StructType data = split ? new StructType(Arrays.copyOf(schema.fields(), schema.size() - 1)) : schema;
+      confs.add(parquetConf(spark, base, data));
+      changeConfs.add(split ? parquetConf(spark, base, schema) : Map.of());
+      DataType[] columns = new DataType[data.size()];
+      for (int c = 0; c < columns.length; c++) columns[c] = data.fields()[c].dataType();
+      types.add(columns);
       JavaRDD<InternalRow> rdd = frame.queryExecution().toRdd().toJavaRDD();
       for (int p = 0; p < rdd.getNumPartitions(); p++) outputOf.add(i);
       rdds.add(rdd);
@@ -86,7 +107,7 @@ public final class TableFiles {
         context.broadcast(new SerializableConfiguration(base));
     @SuppressWarnings("unchecked")
     JavaRDD<InternalRow> all = context.union(rdds.toArray(new JavaRDD[0]));
-    Task task = new Task(shared, confs, outputOf, roots, folders, names);
+    Task task = new Task(shared, confs, changeConfs, types, outputOf, roots, changes, names);
     List<Written> written = new ArrayList<>();
     for (List<Written> files : all.mapPartitionsWithIndex(task, false).collect()) {
       written.addAll(files);
@@ -101,7 +122,7 @@ public final class TableFiles {
    * and shipped as these few entries instead of a configuration per table.
    */
   private static Map<String, String> parquetConf(
-      SparkSession spark, Configuration base, Dataset<Row> frame) {
+      SparkSession spark, Configuration base, StructType schema) {
     Job job;
     try {
       job = Job.getInstance(new Configuration(base));
@@ -109,7 +130,7 @@ public final class TableFiles {
       throw new IllegalStateException("zync tables: cannot prepare a Parquet write: " + e, e);
     }
     new ParquetFileFormat()
-        .prepareWrite(spark, job, scala.collection.immutable.Map$.MODULE$.empty(), frame.schema());
+        .prepareWrite(spark, job, scala.collection.immutable.Map$.MODULE$.empty(), schema);
     Map<String, String> changed = new HashMap<>();
     for (Map.Entry<String, String> entry : job.getConfiguration()) {
       String before = base.get(entry.getKey());
@@ -118,54 +139,106 @@ public final class TableFiles {
     return changed;
   }
 
-  /** One task: its partition's rows into one file of its output's folder. */
+  /** One task: its partition's rows into a file of its output (and one of its change feed). */
   private static final class Task
       implements Function2<Integer, Iterator<InternalRow>, Iterator<List<Written>>> {
     private static final long serialVersionUID = 1L;
     private final Broadcast<SerializableConfiguration> shared;
     private final ArrayList<Map<String, String>> confs;
+    private final ArrayList<Map<String, String>> changeConfs;
+    private final ArrayList<DataType[]> types;
     private final ArrayList<Integer> outputOf;
     private final ArrayList<String> roots;
-    private final ArrayList<String> folders;
+    private final ArrayList<String> changes;
     private final ArrayList<String> names;
 
     Task(
         Broadcast<SerializableConfiguration> shared, List<Map<String, String>> confs,
-        List<Integer> outputOf, List<String> roots, List<String> folders, List<String> names) {
+        List<Map<String, String>> changeConfs, List<DataType[]> types, List<Integer> outputOf,
+        List<String> roots, List<String> changes, List<String> names) {
       this.shared = shared;
       this.confs = new ArrayList<>(confs);
+      this.changeConfs = new ArrayList<>(changeConfs);
+      this.types = new ArrayList<>(types);
       this.outputOf = new ArrayList<>(outputOf);
       this.roots = new ArrayList<>(roots);
-      this.folders = new ArrayList<>(folders);
+      this.changes = new ArrayList<>(changes);
       this.names = new ArrayList<>(names);
     }
 
     @Override
     public Iterator<List<Written>> call(Integer partition, Iterator<InternalRow> rows)
         throws Exception {
-      List<Written> files = new ArrayList<>();
-      if (!rows.hasNext()) return List.of(files).iterator();
       int output = outputOf.get(partition);
-      Configuration conf = new Configuration(shared.value().value());
-      confs.get(output).forEach(conf::set);
-      String folder = folders.get(output);
       String file = names.get(output) + "-" + partition + ".snappy.parquet";
-      String relative = folder.isEmpty() ? file : folder + "/" + file;
-      Path path = new Path(roots.get(output) + "/" + relative);
-      var attempt = new TaskAttemptID(new TaskID(new JobID("zync", 0), TaskType.MAP, partition), 0);
-      var writer = new ParquetOutputWriter(path.toString(), new TaskAttemptContextImpl(conf, attempt));
-      long count = 0;
-      try {
-        while (rows.hasNext()) {
-          writer.write(rows.next());
-          count++;
+      File data = new File(output, false, "", file, confs.get(output), partition);
+      String folder = changes.get(output);
+      File change = folder.isEmpty() ? null : new File(output, true, folder, file,
+          changeConfs.get(output), partition);
+      DataType[] columns = types.get(output);
+      while (rows.hasNext()) {
+        InternalRow row = rows.next();
+        if (change != null && !row.isNullAt(columns.length)) {
+          change.write(row);
+        } else if (change != null) {
+          Object[] values = new Object[columns.length]; // the row less its _change_type
+          for (int c = 0; c < columns.length; c++) {
+            values[c] = row.isNullAt(c) ? null : row.get(c, columns[c]);
+          }
+          data.write(new GenericInternalRow(values));
+        } else {
+          data.write(row);
         }
-      } finally {
-        writer.close();
       }
-      FileStatus status = path.getFileSystem(conf).getFileStatus(path);
-      files.add(new Written(output, relative, status.getLen(), count, status.getModificationTime()));
+      List<Written> files = new ArrayList<>();
+      data.close(files);
+      if (change != null) change.close(files);
       return List.of(files).iterator();
+    }
+
+    /** A file of the task's, opened at its first row. */
+    private final class File {
+      private final int output;
+      private final boolean change;
+      private final String relative;
+      private final Map<String, String> conf;
+      private final int partition;
+      private Configuration opened;
+      private ParquetOutputWriter writer;
+      private long count;
+
+      File(int output, boolean change, String folder, String name, Map<String, String> conf,
+          int partition) {
+        this.output = output;
+        this.change = change;
+        this.relative = folder.isEmpty() ? name : folder + "/" + name;
+        this.conf = conf;
+        this.partition = partition;
+      }
+
+      private Path path() {
+        return new Path(roots.get(output) + "/" + relative);
+      }
+
+      void write(InternalRow row) {
+        if (writer == null) {
+          opened = new Configuration(shared.value().value());
+          conf.forEach(opened::set);
+          var attempt =
+              new TaskAttemptID(new TaskID(new JobID("zync", 0), TaskType.MAP, partition), 0);
+          writer = new ParquetOutputWriter(path().toString(), new TaskAttemptContextImpl(opened, attempt));
+        }
+        writer.write(row);
+        count++;
+      }
+
+      void close(List<Written> files) throws java.io.IOException {
+        if (writer == null) return;
+        writer.close();
+        FileStatus status = path().getFileSystem(opened).getFileStatus(path());
+        files.add(new Written(output, change, relative, status.getLen(), count,
+            status.getModificationTime()));
+      }
     }
   }
 }
