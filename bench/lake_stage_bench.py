@@ -145,7 +145,7 @@ def main() -> None:
     os.environ.setdefault("ZYNC_LAKE", str(root / "lake"))
     from zync_assets.spark.session import spark_session
 
-    spark = spark_session("zync-bench")
+    spark = spark_session("zync-bench", long_lived=True)  # `zync run --follow`'s session
     figures: dict[str, object] = {}
     counts = [int(c) for c in args.counts.split(",")]
     ways = args.ways.split(",")

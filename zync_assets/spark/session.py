@@ -30,7 +30,11 @@ from zync_assets.spark.jvm import start_driver_jvm
 # Java options that halve JVM start-up on small machines (C1 only, serial GC). A
 # long-lived session (`zync run --follow`) goes without: C2's code runs its passes about
 # 1.5x faster once warm. ZYNC_SPARK_FAST_START=0 turns them off for any command.
-_FAST_START_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# C1 alone reserves a 48 MiB code cache, which a pass over dozens of lake tables (a plan
+# each) filled: the JVM then stops compiling and runs interpreted ("CodeCache is full.
+# Compiler has been disabled"), and a pass over 60 tables took minutes. Tiered's size
+# keeps compiling; it is reserved, not used, until code fills it.
+_FAST_START_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 SPARK_LOG4J2 = Path(__file__).resolve().parent / "log4j2-spark.properties"
 SPARK_DEFAULTS = Path(__file__).resolve().parent / "spark-defaults.conf"
 

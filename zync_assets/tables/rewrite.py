@@ -24,12 +24,14 @@ truncates, a pass that changes the columns, and big tables, a pass MERGEs (apply
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from zync_assets.core.errors import ConcurrentWriter
 from zync_assets.lake.pools import pool_exists, table_changes_path, table_path
@@ -106,13 +108,13 @@ def read_stored(spark: SparkSession, path: str) -> tuple[int, DataFrame]:
     Delta scan's planning costs Spark jobs for each table read), else through Delta."""
     found = java_class(spark._jvm, COMMIT_CLASS).stored(spark._jsparkSession, path)
     version = found.version()
-    delta = spark.read.format("delta").option("versionAsOf", version).load(path)
     if not found.listed():
-        return version, delta
+        return version, spark.read.format("delta").option("versionAsOf", version).load(path)
+    schema = StructType.fromJson(json.loads(found.schema()))
     paths = list(found.paths())
     if not paths:
-        return version, spark.createDataFrame([], delta.schema)
-    return version, spark.read.schema(delta.schema).parquet(*paths)
+        return version, spark.createDataFrame([], schema)
+    return version, spark.read.schema(schema).parquet(*paths)
 
 
 def new_version(

@@ -113,17 +113,24 @@ public final class TableCommit {
   /** A table's newest version and, where its checksum lists them, its files. */
   public static final class Stored {
     private final long version;
+    private final String schema;
     private final List<String> paths;
     private final boolean listed;
 
-    Stored(long version, List<String> paths, boolean listed) {
-      this.version = version;
+    Stored(Snapshot snapshot, List<String> paths, boolean listed) {
+      this.version = snapshot.version();
+      this.schema = snapshot.metadata().schemaString();
       this.paths = paths;
       this.listed = listed;
     }
 
     public long version() {
       return version;
+    }
+
+    /** The version's schema, as JSON. */
+    public String schema() {
+      return schema;
     }
 
     /** The files' absolute paths (when {@link #listed}). */
@@ -146,14 +153,14 @@ public final class TableCommit {
     Snapshot snapshot = DeltaLog.forTable(spark, root).update(false, Option.empty(), Option.empty());
     Option<VersionChecksum> checksum = snapshot.checksumOpt();
     if (!checksum.isDefined() || !checksum.get().allFiles().isDefined()) {
-      return new Stored(snapshot.version(), List.of(), false);
+      return new Stored(snapshot, List.of(), false);
     }
     List<String> paths = new ArrayList<>();
     for (AddFile file : CollectionConverters.asJava(checksum.get().allFiles().get())) {
-      if (file.deletionVector() != null) return new Stored(snapshot.version(), List.of(), false);
+      if (file.deletionVector() != null) return new Stored(snapshot, List.of(), false);
       paths.add(new Path(new Path(root), file.toPath()).toString());
     }
-    return new Stored(snapshot.version(), paths, true);
+    return new Stored(snapshot, paths, true);
   }
 
   /** The run of {@code appId} the table has committed (-1: none). */

@@ -16,6 +16,7 @@ import org.apache.hadoop.mapreduce.TaskAttemptID;
 import org.apache.hadoop.mapreduce.TaskID;
 import org.apache.hadoop.mapreduce.TaskType;
 import org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl;
+import org.apache.spark.HashPartitioner;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.Function2;
@@ -30,6 +31,7 @@ import org.apache.spark.sql.execution.datasources.parquet.ParquetOutputWriter;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.SerializableConfiguration;
+import scala.Tuple2;
 
 /**
  * The files of many Delta tables' new versions, written by one Spark job: each output is a frame
@@ -83,37 +85,37 @@ public final class TableFiles {
       List<String> names) {
     if (frames.isEmpty()) return new ArrayList<>();
     Configuration base = spark.sessionState().newHadoopConf();
-    List<JavaRDD<InternalRow>> rdds = new ArrayList<>();
-    List<Map<String, String>> confs = new ArrayList<>(); // per output: its files' schema
-    List<Map<String, String>> changeConfs = new ArrayList<>(); // and its change files'
-    List<DataType[]> types = new ArrayList<>();
-    List<Integer> outputOf = new ArrayList<>(); // the output of each partition of the union
+    JavaSparkContext context = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    Broadcast<SerializableConfiguration> shared =
+        context.broadcast(new SerializableConfiguration(base));
+    List<JavaRDD<List<Written>>> outputs = new ArrayList<>();
     for (int i = 0; i < frames.size(); i++) {
       Dataset<Row> frame = frames.get(i);
       StructType schema = frame.schema();
       boolean split = !changes.get(i).isEmpty();
-      StructType data = split ? new StructType(Arrays.copyOf(schema.fields(), schema.size() - 1)) : schema;
-      confs.add(parquetConf(spark, base, data));
-      changeConfs.add(split ? parquetConf(spark, base, schema) : Map.of());
+      StructType data =
+          split ? new StructType(Arrays.copyOf(schema.fields(), schema.size() - 1)) : schema;
       DataType[] columns = new DataType[data.size()];
       for (int c = 0; c < columns.length; c++) columns[c] = data.fields()[c].dataType();
-      types.add(columns);
-      JavaRDD<InternalRow> rdd = frame.queryExecution().toRdd().toJavaRDD();
-      for (int p = 0; p < rdd.getNumPartitions(); p++) outputOf.add(i);
-      rdds.add(rdd);
+      Task task = new Task(i, shared, parquetConf(spark, base, data),
+          split ? parquetConf(spark, base, schema) : Map.of(), columns, roots.get(i),
+          changes.get(i), names.get(i));
+      // Each output writes in a shuffle stage of its own, whose tasks carry its own plan
+      // only: written in the job's final stage, every task would carry every table's plan
+      // (a pass over 60 tables spent minutes deserializing them).
+      JavaRDD<List<Written>> written =
+          frame.queryExecution().toRdd().toJavaRDD().mapPartitionsWithIndex(task, false)
+              .mapToPair(files -> new Tuple2<>(0, files))
+              .partitionBy(new HashPartitioner(1))
+              .values();
+      outputs.add(written);
     }
-    JavaSparkContext context = JavaSparkContext.fromSparkContext(spark.sparkContext());
-    Broadcast<SerializableConfiguration> shared =
-        context.broadcast(new SerializableConfiguration(base));
     @SuppressWarnings("unchecked")
-    JavaRDD<InternalRow> all = context.union(rdds.toArray(new JavaRDD[0]));
-    Task task = new Task(shared, confs, changeConfs, types, outputOf, roots, changes, names);
-    List<Written> written = new ArrayList<>();
-    for (List<Written> files : all.mapPartitionsWithIndex(task, false).collect()) {
-      written.addAll(files);
-    }
+    JavaRDD<List<Written>> all = context.union(outputs.toArray(new JavaRDD[0]));
+    List<Written> found = new ArrayList<>();
+    for (List<Written> files : all.coalesce(1).collect()) found.addAll(files);
     shared.destroy();
-    return written;
+    return found;
   }
 
   /**
@@ -143,39 +145,35 @@ public final class TableFiles {
   private static final class Task
       implements Function2<Integer, Iterator<InternalRow>, Iterator<List<Written>>> {
     private static final long serialVersionUID = 1L;
+    private final int output;
     private final Broadcast<SerializableConfiguration> shared;
-    private final ArrayList<Map<String, String>> confs;
-    private final ArrayList<Map<String, String>> changeConfs;
-    private final ArrayList<DataType[]> types;
-    private final ArrayList<Integer> outputOf;
-    private final ArrayList<String> roots;
-    private final ArrayList<String> changes;
-    private final ArrayList<String> names;
+    private final HashMap<String, String> conf;
+    private final HashMap<String, String> changeConf;
+    private final DataType[] columns;
+    private final String root;
+    private final String changes;
+    private final String name;
 
     Task(
-        Broadcast<SerializableConfiguration> shared, List<Map<String, String>> confs,
-        List<Map<String, String>> changeConfs, List<DataType[]> types, List<Integer> outputOf,
-        List<String> roots, List<String> changes, List<String> names) {
+        int output, Broadcast<SerializableConfiguration> shared, Map<String, String> conf,
+        Map<String, String> changeConf, DataType[] columns, String root, String changes,
+        String name) {
+      this.output = output;
       this.shared = shared;
-      this.confs = new ArrayList<>(confs);
-      this.changeConfs = new ArrayList<>(changeConfs);
-      this.types = new ArrayList<>(types);
-      this.outputOf = new ArrayList<>(outputOf);
-      this.roots = new ArrayList<>(roots);
-      this.changes = new ArrayList<>(changes);
-      this.names = new ArrayList<>(names);
+      this.conf = new HashMap<>(conf);
+      this.changeConf = new HashMap<>(changeConf);
+      this.columns = columns;
+      this.root = root;
+      this.changes = changes;
+      this.name = name;
     }
 
     @Override
     public Iterator<List<Written>> call(Integer partition, Iterator<InternalRow> rows)
         throws Exception {
-      int output = outputOf.get(partition);
-      String file = names.get(output) + "-" + partition + ".snappy.parquet";
-      File data = new File(output, false, "", file, confs.get(output), partition);
-      String folder = changes.get(output);
-      File change = folder.isEmpty() ? null : new File(output, true, folder, file,
-          changeConfs.get(output), partition);
-      DataType[] columns = types.get(output);
+      String file = name + "-" + partition + ".snappy.parquet";
+      File data = new File(false, "", file, conf, partition);
+      File change = changes.isEmpty() ? null : new File(true, changes, file, changeConf, partition);
       while (rows.hasNext()) {
         InternalRow row = rows.next();
         if (change != null && !row.isNullAt(columns.length)) {
@@ -198,35 +196,34 @@ public final class TableFiles {
 
     /** A file of the task's, opened at its first row. */
     private final class File {
-      private final int output;
       private final boolean change;
       private final String relative;
-      private final Map<String, String> conf;
+      private final Map<String, String> settings;
       private final int partition;
       private Configuration opened;
       private ParquetOutputWriter writer;
       private long count;
 
-      File(int output, boolean change, String folder, String name, Map<String, String> conf,
+      File(boolean change, String folder, String name, Map<String, String> settings,
           int partition) {
-        this.output = output;
         this.change = change;
         this.relative = folder.isEmpty() ? name : folder + "/" + name;
-        this.conf = conf;
+        this.settings = settings;
         this.partition = partition;
       }
 
       private Path path() {
-        return new Path(roots.get(output) + "/" + relative);
+        return new Path(root + "/" + relative);
       }
 
       void write(InternalRow row) {
         if (writer == null) {
           opened = new Configuration(shared.value().value());
-          conf.forEach(opened::set);
+          settings.forEach(opened::set);
           var attempt =
               new TaskAttemptID(new TaskID(new JobID("zync", 0), TaskType.MAP, partition), 0);
-          writer = new ParquetOutputWriter(path().toString(), new TaskAttemptContextImpl(opened, attempt));
+          writer = new ParquetOutputWriter(
+              path().toString(), new TaskAttemptContextImpl(opened, attempt));
         }
         writer.write(row);
         count++;
