@@ -25,6 +25,7 @@ truncates, a pass that changes the columns, and big tables, a pass MERGEs (apply
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ from zync_assets.spark.session import session_conf
 from zync_assets.tables.changes import DELETE, SEQUENCE
 from zync_assets.tables.columns import UNAVAILABLE
 
+_log = logging.getLogger(__name__)
 # A table smaller than this is written whole each pass instead of MERGEd: rewriting a few
 # MiB costs its pass milliseconds of the one shared job, where a MERGE costs a second.
 REWRITE_BELOW_BYTES = 16 * 2**20
@@ -228,11 +230,16 @@ def _commit(
             )
         return exc
     # The run's files no version holds (an earlier attempt's); change-feed files are held
-    # by commits, not versions: those of other attempts.
-    commit.deleteOrphans(session, item.path, [""], item.prefix, _NO_NAME)
-    commit.deleteOrphans(session, item.path, [CHANGE_FOLDER], item.prefix, item.mine)
-    if log >= 0:
-        commit.deleteOrphans(session, item.log_path, [""], item.prefix, _NO_NAME)
+    # by commits, not versions: those of other attempts. The pass is committed: a file
+    # that cannot be deleted now is garbage for VACUUM, not a failure of the pass.
+    try:
+        commit.deleteOrphans(session, item.path, [""], item.prefix, _NO_NAME)
+        commit.deleteOrphans(session, item.path, [CHANGE_FOLDER], item.prefix, item.mine)
+        if log >= 0:
+            commit.deleteOrphans(session, item.log_path, [""], item.prefix, _NO_NAME)
+    except Py4JJavaError as exc:
+        _log.warning("table %s: run %s committed; its orphan files stay: %s", item.name,
+                     item.run, exc.java_exception)  # fmt: skip
     return None
 
 
