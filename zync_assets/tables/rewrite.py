@@ -19,7 +19,8 @@ and metadata, as the MERGE's commit does. So a table is exactly once the same wa
   (TableCommit.Conflict) and the pass's files deleted; the next pass reads the new state.
 
 The path needs the driver's JVM (a local session); elsewhere, and for SCD2 tables,
-truncates, a pass that changes the columns, and big tables, a pass MERGEs (apply.py).
+truncates, rebuilds and big tables, a pass MERGEs (apply.py). A pass that widens a
+column's type reads the stored rows through Delta (their files hold the old type).
 """
 
 from __future__ import annotations
