@@ -28,7 +28,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from bench.common import machine, publish
+from bench.common import machine, measured_code, publish
 from zync_assets_tests.support.pool_data import DEAD, KAFKA, commit_raw
 
 SPEC = """inputs:
@@ -153,7 +153,8 @@ def main() -> None:
         rows = args.rows // 4 if tables >= 240 else args.rows
         figures |= measure(spark, tables, rows, args.changes, root / f"n{tables}", ways)
     lines = [
-        f"\n## lake-table stage, shared write job vs per-table MERGE ({machine()})\n\n",
+        f"\n## lake-table stage, shared write job vs per-table MERGE ({machine()}, "
+        f"{str(measured_code().get('commit'))[:7]})\n\n",
         "| touched tables | pass s (shared job) | pass s (MERGE) | jobs (shared) | jobs (MERGE) "
         "| snapshot rows/s (shared) | snapshot rows/s (MERGE) |\n|---:|---:|---:|---:|---:|---:|---:|\n",
     ]
