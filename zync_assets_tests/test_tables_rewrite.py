@@ -237,7 +237,7 @@ def test_a_rival_writers_commit_wins_and_the_late_pass_writes_nothing(
         assert isinstance(planned, apply._Planned)
         late.append(apply._rewrite(spark, planned))
     assert [r.run for r in run_tables(spark, spec)] == [2, 2]  # the rival
-    failed = rewrite_tables(spark, late)
+    failed = rewrite_tables(spark, late, dt.datetime.now(dt.UTC))
     for item in late:
         error = failed[item.name]
         assert isinstance(error, ConcurrentWriter), error

@@ -18,10 +18,13 @@ log append is then a no-op, and the fold drops the duplicates.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import logging
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TypeVar
 
 from pyspark.errors import AnalysisException
@@ -49,6 +52,7 @@ from zync_assets.tables.changes import (
     POSITION,
     ROW,
     SEQUENCE,
+    TOPIC,
     TRUNCATE,
     CompiledTable,
     change_events,
@@ -72,7 +76,6 @@ from zync_assets.tables.rewrite import (
     Rewrite,
     can_rewrite,
     discard_attempt,
-    new_version,
     read_stored,
     rewrite_tables,
 )
@@ -86,6 +89,7 @@ from zync_assets.tables.state import (
 )
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 LOGGED_AT = "__LOGGED_AT"
 PRUNE_EVERY = 50  # runs between prunings of the change log's expired entries
 # A MERGE into a table smaller than this rewrites the files it touches instead of giving
@@ -216,6 +220,7 @@ class Due:
     events: DataFrame
     ends: Offsets
     summary: Summary | None = None
+    pool_events: DataFrame | None = None  # the events of its group's tables, with TOPIC
 
 
 def new_events(cursors: Offsets, ends: Offsets) -> int:
@@ -315,7 +320,6 @@ class _Planned:
     ends: Offsets
     now: dt.datetime
     columns: Columns
-    changes: DataFrame  # the events that change a row, typed as the table's columns
     cuts: list[str]
     run: int
     attempt: str
@@ -326,10 +330,21 @@ class _Planned:
     counts: dict[str, int]
     size: int | None  # the table's bytes before the pass (None: not known)
     retyped: bool  # a column's type was widened by this pass
+    pool_events: DataFrame | None  # Due.pool_events
 
     @property
     def name(self) -> str:
         return self.compiled.table.name
+
+    @cached_property
+    def changes(self) -> DataFrame:
+        """The events that change a row, typed as the table's columns (a MERGE's: the
+        shared job types them as it writes), with a delete of each key they name at each
+        truncate."""
+        changes = _typed_events(self.events, self.columns)
+        if self.cuts:
+            changes = _truncated(changes, self.events, self.compiled.table.keys)
+        return changes
 
 
 def apply_many(
@@ -353,8 +368,10 @@ def apply_many(
     merged = [p for p in planned if p not in whole]
     if whole:
         try:
-            failed = rewrite_tables(spark, [_rewrite(spark, p) for p in whole])
-        except Exception:  # the shared job's failure: each table MERGEs alone, to say whose
+            failed = rewrite_tables(spark, [_rewrite(spark, p) for p in whole], now)
+        except Exception as exc:  # the shared job's failure: each table MERGEs alone, to say whose
+            _log.warning("the shared write of %d tables failed, each is merged alone: %s",
+                         len(whole), str(exc).strip().splitlines()[0])  # fmt: skip
             for p in whole:
                 discard_attempt(spark, p.compiled.table.name, p.run, p.attempt)
             merged, failed = merged + whole, {}
@@ -377,26 +394,25 @@ def _rewrites(spark: SparkSession, planned: _Planned, below: int) -> bool:
 
 
 def _rewrite(spark: SparkSession, p: _Planned) -> Rewrite:
-    """Table `p`'s new version and change feed, planned for rewrite.py's shared job."""
+    """Table `p`'s pass, planned for rewrite.py's shared job."""
     table = p.compiled.table
-    path = table_path(table.name)
-    version, stored = read_stored(spark, path)
+    path, log_path = table_path(table.name), table_changes_path(table.name)
+    version, schema, stored = read_stored(spark, path)
     if p.retyped:  # its files still hold the old types: Delta reads them as the new ones
         stored = spark.read.format("delta").option("versionAsOf", version).load(path)
-    types = {f.name: f.dataType.simpleString() for f in stored.schema.fields}
-
-    def log(at: str) -> DataFrame:
-        return read_stored(spark, at)[1]
-
-    source, _ = merge_source(spark, p.compiled, p.columns, p.changes, bounded=False, read=log)
-    keys, data = list(table.keys), p.columns.data()
-    rows = new_version(
-        None if p.created else stored, source, keys, [c for c in data if c in types], types
-    )
-    log_rows = _log_rows(p.changes, p.compiled, p.run, p.now) if p.logs else None
+    log_schema, log_stored = "", None
+    if pool_exists(log_path):  # made with the table's first delete
+        _, log_schema, log_stored = read_stored(spark, log_path)
+    events = p.pool_events
+    if events is None:  # a table read alone: its events are its topic's
+        events = p.events.withColumn(TOPIC, F.lit(table.source))
+    stored_columns = {f["name"] for f in json.loads(schema)["fields"]}
     return Rewrite(
-        table.name, path, version, rows, app_id(table.name), p.run, p.attempt, p.meta,
-        log_rows, table_changes_path(table.name), changes_app_id(table.name),
+        table.name, path, table.source, version, schema,
+        {k: p.columns.types[k] for k in table.keys},
+        {c: p.columns.types[c] for c in p.columns.data() if c in stored_columns},
+        p.columns.documents, None if p.created else stored, events, app_id(table.name), p.run,
+        p.attempt, p.meta, log_stored, p.logs, log_path, changes_app_id(table.name), log_schema,
     )  # fmt: skip
 
 
@@ -421,10 +437,7 @@ def _plan(
     check_selection(compiled, state, current)
     seen = observed(schemas, table.keys)
     columns = plan_columns(table, current, seen, found.types, found.documents)
-    changes = _typed_events(events, columns)
     cuts = _cut_points(events, compiled.sequence_type) if counts["truncates"] else []
-    if cuts:
-        changes = _truncated(changes, events, table.keys)
     run, attempt = state.run + 1, uuid.uuid4().hex
     logs = table.scd2 or bool(counts["deletes"] or cuts)  # SCD1 remembers only its deletes
     _ensure_tables(spark, compiled, columns, replace=rebuild, logs=logs)
@@ -437,8 +450,8 @@ def _plan(
     size = None if state.version is None else table_bytes(path, state.version)
     retyped = any(current.get(name, kind) != kind for name, kind in columns.types.items())
     return _Planned(
-        compiled, state, events, ends, now, columns, changes, cuts, run, attempt, meta, logs,
-        created, rebuild, counts, size, retyped,
+        compiled, state, events, ends, now, columns, cuts, run, attempt, meta, logs, created,
+        rebuild, counts, size, retyped, item.pool_events,
     )  # fmt: skip
 
 

@@ -114,6 +114,13 @@ class Columns:
 
 
 def _typed(name: str, kind: str, key: bool, document: bool = False) -> Column:
+    return F.expr(typed_sql(name, kind, key, document)).alias(name)
+
+
+def typed_sql(name: str, kind: str, key: bool, document: bool = False) -> str:
+    """Column `name` of type `kind` read from an event's row image (`__ROW`; a key column
+    also from its Kafka key, `__KEY`), as SQL."""
+
     # Ingest stored each value as the type it stands for (a Debezium Date is a DATE), so a
     # plain cast reads it; a value that does not fit fails the pass (apply.py names it).
     def read(variant: str) -> str:
@@ -127,7 +134,7 @@ def _typed(name: str, kind: str, key: bool, document: bool = False) -> Column:
     value = read(ROW)
     if key and kind != VARIANT:  # a tombstone has no row image: its key is in the Kafka key
         value = f"coalesce({value}, {read('__KEY')})"
-    return F.expr(value).alias(name)
+    return value
 
 
 def variant_schemas() -> list[Column]:

@@ -25,22 +25,22 @@ column's type reads the stored rows through Delta (their files hold the old type
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import reduce
 
 from py4j.protocol import Py4JJavaError
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from zync_assets.core.errors import ConcurrentWriter
 from zync_assets.lake.pools import pool_exists, table_changes_path, table_path
 from zync_assets.spark.functions import java_class
 from zync_assets.spark.session import session_conf
-from zync_assets.tables.changes import DELETE, SEQUENCE
-from zync_assets.tables.columns import UNAVAILABLE
+from zync_assets.tables.changes import ROW
+from zync_assets.tables.rewrite_plan import Table, planned_rows
 
 _log = logging.getLogger(__name__)
 # A table smaller than this is written whole each pass instead of MERGEd: rewriting a few
@@ -51,45 +51,40 @@ CHANGE_FOLDER = "_change_data"  # where Delta keeps a table's change-feed files
 _NO_NAME = "\0"  # deleteOrphans keeps the files whose names start with it: none
 FILES_CLASS = "zync.spark.TableFiles"
 COMMIT_CLASS = "zync.spark.TableCommit"
-# The shared job's plans: without adaptive execution (an adaptive plan runs its stages as
-# jobs of their own), without broadcast joins (each broadcast is a job), one shuffle
-# partition (a small table's rows are one task's work, and one file).
-_PLANNING = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.autoBroadcastJoinThreshold": "-1",
-    "spark.sql.shuffle.partitions": "1",
-}
-
-
-@dataclass(frozen=True)
-class Output:
-    """Rows to write under a table's root, in files whose names start with `name`; with a
-    `changes` folder, the rows whose last column (`_change_type`) is set go there, the
-    others (less that column) to the root."""
-
-    root: str
-    changes: str
-    frame: DataFrame
-    name: str
+# The shared job's plan without adaptive execution: an adaptive plan runs its shuffle's
+# first stage as a job of its own.
+_PLANNING = {"spark.sql.adaptive.enabled": "false"}
 
 
 @dataclass(frozen=True)
 class Rewrite:
-    """One table's pass, planned: its new version and change feed (`rows`, replacing every
-    file of `read_version`), and the rows its change log takes (`log`, committed as run
-    `run` of `log_app`)."""
+    """One table's pass, planned for the shared job: the table (`schema`, its files' columns
+    as Spark JSON, in order; `keys` and `data` columns with their types; `documents`: its
+    JSON columns, whose document null stays a VARIANT null), its `stored` rows (None: a new
+    table) replaced by the new version (every file of `read_version` removed), the pool's
+    `events` frame holding the table's (topic `topic`), and its change log: what it holds
+    (`log_stored`, None: nothing yet) and, when `logs`, where the pass's deletes go (its
+    schema `log_schema`), committed as run `run` of `log_app`."""
 
     name: str
     path: str
+    topic: str
     read_version: int
-    rows: DataFrame  # its rows and change-feed rows (new_version)
+    schema: str
+    keys: dict[str, str]
+    data: dict[str, str]
+    documents: frozenset[str]
+    stored: DataFrame | None
+    events: DataFrame  # the pool's change events (changes.change_events, with TOPIC)
     app_id: str
     run: int
     attempt: str
     metadata: str
-    log: DataFrame | None = None
+    log_stored: DataFrame | None = None
+    logs: bool = False
     log_path: str = ""
     log_app: str = ""
+    log_schema: str = ""
 
     @property
     def prefix(self) -> str:
@@ -105,108 +100,58 @@ def can_rewrite(spark: SparkSession) -> bool:
     return getattr(spark, "_jvm", None) is not None
 
 
-def read_stored(spark: SparkSession, path: str) -> tuple[int, DataFrame]:
-    """The Delta table at `path`: its newest version, and that version's rows read from
-    its files directly where its checksum lists them and none has a deletion vector (a
-    Delta scan's planning costs Spark jobs for each table read), else through Delta."""
+def read_stored(spark: SparkSession, path: str) -> tuple[int, str, DataFrame]:
+    """The Delta table at `path`: its newest version, its schema (Spark's JSON), and that
+    version's rows read from its files directly where its checksum lists them and none has
+    a deletion vector (a Delta scan's planning costs Spark jobs for each table read), else
+    through Delta."""
     found = java_class(spark._jvm, COMMIT_CLASS).stored(spark._jsparkSession, path)
-    version = found.version()
+    version, text = found.version(), found.schema()
     if not found.listed():
-        return version, spark.read.format("delta").option("versionAsOf", version).load(path)
-    schema = StructType.fromJson(json.loads(found.schema()))
-    paths = list(found.paths())
+        return version, text, spark.read.format("delta").option("versionAsOf", version).load(path)
+    schema = StructType.fromJson(json.loads(text))
+    paths = [line for line in found.pathLines().split("\n") if line]
     if not paths:
-        return version, spark.createDataFrame([], schema)
-    return version, spark.read.schema(schema).parquet(*paths)
+        return version, text, spark.createDataFrame([], schema)
+    return version, text, spark.read.schema(schema).parquet(*paths)
 
 
-def new_version(
-    stored: DataFrame | None, source: DataFrame, keys: list[str], data: list[str],
-    types: dict[str, str],
-) -> DataFrame:  # fmt: skip
-    """A table's rows after the pass, and its change-feed rows (those with a
-    `_change_type`), from its `stored` rows (None: a new table) and the MERGE's `source`
-    (merge.merge_source: per key its newest change, a row or a delete, with the columns it
-    left out); `types`: the table's columns (its sequence included), in its order. Each
-    joined key gives its rows through one explode: the fold is computed once for both."""
-    meta = [SEQUENCE]
-    new = source.select(
-        *keys,
-        F.struct(*(F.col(f"`{c}`") for c in [*data, *meta, DELETE, UNAVAILABLE])).alias("__s"),
-    )
-    if stored is None:
-        joined = new.withColumn("__t", F.lit(None).cast(_struct_of(types, [*data, *meta])))
-    else:
-        old = stored.select(
-            *keys, F.struct(*(F.col(f"`{c}`") for c in [*data, *meta])).alias("__t")
-        )
-        joined = old.join(new, keys, "full_outer")
-    had, got = F.col("__t").isNotNull(), F.col("__s").isNotNull()
-    newer = F.coalesce(F.col(f"__s.{SEQUENCE}") > F.col(f"__t.{SEQUENCE}"), F.lit(False))
-    wins = got & (~had | newer)  # the MERGE's WHEN MATCHED AND s > t / WHEN NOT MATCHED
-    deleted = F.col(f"__s.{DELETE}")
-
-    def after(name: str) -> Column:
-        if name in keys:
-            return F.col(f"`{name}`")
-        if name == SEQUENCE:
-            return F.when(wins, F.col(f"__s.{SEQUENCE}")).otherwise(F.col(f"__t.{SEQUENCE}"))
-        kept = had & F.array_contains(F.col(f"__s.{UNAVAILABLE}"), name)  # TOAST: stored value
-        fresh = F.when(kept, F.col(f"__t.`{name}`")).otherwise(F.col(f"__s.`{name}`"))
-        return F.when(wins, fresh).otherwise(F.col(f"__t.`{name}`"))
-
-    def before(name: str) -> Column:
-        return F.col(f"`{name}`") if name in keys else F.col(f"__t.`{name}`")
-
-    def image(kind: str | None, value: Callable[[str], Column]) -> Column:
-        return F.struct(
-            *(value(n).cast(t).alias(n) for n, t in types.items()),
-            F.lit(kind).cast("string").alias(CHANGE_TYPE),
-        )
-
-    updated = wins & ~deleted & had
-    images = [  # (when, the row it gives): the version's row, then the change feed's
-        ((wins & ~deleted) | (~wins & had), image(None, after)),
-        (wins & ~deleted & ~had, image("insert", after)),
-        (updated, image("update_preimage", before)),
-        (updated, image("update_postimage", after)),
-        (wins & deleted & had, image("delete", before)),
-    ]
-    rows = F.filter(F.array(*(F.when(when, row) for when, row in images)), lambda r: r.isNotNull())
-    return (
-        joined.select(F.explode(rows).alias("__r")).select("__r.*")
-        .coalesce(1).sortWithinPartitions(*keys)
-    )  # fmt: skip
-
-
-def _struct_of(types: dict[str, str], names: list[str]) -> str:
-    return "struct<" + ", ".join(f"`{n}`: {types[n]}" for n in names) + ">"
-
-
-def rewrite_tables(spark: SparkSession, rewrites: list[Rewrite]) -> dict[str, Exception | None]:
+def rewrite_tables(
+    spark: SparkSession, rewrites: list[Rewrite], now: dt.datetime
+) -> dict[str, Exception | None]:
     """Write every table's new files in one Spark job, then commit each table (its change
     log first); per table, None or what stopped its commit. A failed write job is raised:
     the caller applies those tables one by one instead (so the failure is one table's)."""
     if not rewrites:
         return {}
-    outputs: list[Output] = []
-    places: list[tuple[int, int]] = []  # per rewrite: its rows' output, its log's (or -1)
-    for item in rewrites:
-        places.append((len(outputs), len(outputs) + 1 if item.log is not None else -1))
-        outputs.append(Output(item.path, CHANGE_FOLDER, item.rows, item.mine))
-        if item.log is not None:
-            outputs.append(Output(item.log_path, "", item.log.coalesce(1), item.mine))
+    logging_ = [item for item in rewrites if item.logs]
+    log_output = {item.name: len(rewrites) + n for n, item in enumerate(logging_)}
+    tables = [
+        Table(item.topic, item.keys, list(item.data), item.documents, item.stored,
+              item.log_stored, log_output.get(item.name, -1), item.run)
+        for item in rewrites
+    ]  # fmt: skip
     files = java_class(spark._jvm, FILES_CLASS)
     with session_conf(spark, _PLANNING):
-        written = files.write(
-            spark._jsparkSession,
-            [o.frame._jdf for o in outputs], [o.root for o in outputs],
-            [o.changes for o in outputs], [o.name for o in outputs],
+        rows = planned_rows(spark, tables, _events(rewrites), now)
+        written = files.writeRows(
+            spark._jsparkSession, rows._jdf,
+            [i.path for i in rewrites] + [i.log_path for i in logging_],
+            [CHANGE_FOLDER] * len(rewrites) + [""] * len(logging_),
+            [i.mine for i in rewrites] + [i.mine for i in logging_],
+            [i.schema for i in rewrites] + [i.log_schema for i in logging_],
+            [",".join(sorted(i.documents)) for i in rewrites] + [ROW] * len(logging_),
         )  # fmt: skip
     return {
-        item.name: _commit(spark, item, written, *place)
-        for item, place in zip(rewrites, places, strict=True)
+        item.name: _commit(spark, item, written, index, log_output.get(item.name, -1))
+        for index, item in enumerate(rewrites)
     }
+
+
+def _events(rewrites: list[Rewrite]) -> DataFrame:
+    """The pool events the rewrites read: one frame where they share one (a group's)."""
+    frames: dict[int, DataFrame] = {id(item.events): item.events for item in rewrites}
+    return reduce(DataFrame.union, frames.values())
 
 
 def _commit(

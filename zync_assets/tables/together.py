@@ -153,7 +153,7 @@ def _apply_group(
             items = [
                 Due(m.compiled, m.state,
                     events.where(F.col(TOPIC) == m.compiled.table.source).drop(TOPIC), m.ends,
-                    summaries.get(m.compiled.table.source, summary_of({})))
+                    summaries.get(m.compiled.table.source, summary_of({})), events)
                 for m in group
             ]  # fmt: skip
             return apply_many(spark, items, now, registry, rewrite_below)

@@ -138,6 +138,11 @@ public final class TableCommit {
       return paths;
     }
 
+    /** {@link #paths}, one a line: one call from Python, not one per path. */
+    public String pathLines() {
+      return String.join("\n", paths);
+    }
+
     /**
      * Whether {@link #paths} are the version's rows entire: the checksum lists the files and
      * none has a deletion vector, so reading them as Parquet reads the table without planning
