@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from zync_assets.core.errors import ConcurrentWriter
+from zync_assets.core.errors import ConcurrentWriter, ZyncError
 from zync_assets.lake.pools import table_path
 from zync_assets.specs.model import load_spec
 from zync_assets.tables import apply
@@ -169,6 +169,64 @@ def test_a_pass_over_more_tables_launches_no_more_jobs(
             )
     assert abs(jobs[("rewrite", 8)] - jobs[("rewrite", 2)]) <= 1, jobs
     assert jobs[("merge", 8)] - jobs[("merge", 2)] >= 6 * 3, jobs
+
+
+def amounts(spark: SparkSession, name: str, first: int, rows: list[tuple[int, str]]) -> DataFrame:
+    """Upserts of topic `name` from offset `first`: (id, amount as JSON number text)."""
+    template = '{"op": "c", "after": {"id": %d, "amount": %s}, "source": {"lsn": %d}}'
+    records = [(first + n, key, template % (key, amount, first + n + 1))
+               for n, (key, amount) in enumerate(rows)]  # fmt: skip
+    frame = spark.createDataFrame(records, "offset long, id long, value string")
+    return frame.select(
+        F.struct(
+            F.lit(name).alias("topic"), F.lit(0).alias("partition"), F.col("offset"),
+            F.current_timestamp().alias("timestamp"),
+        ).cast(KAFKA).alias("kafka"),
+        F.parse_json(F.format_string('{"id": %d}', "id")).alias("key"),
+        F.parse_json("value").alias("value"),
+        F.lit(None).cast(DEAD).alias("dead_letter"),
+    )  # fmt: skip
+
+
+def test_a_value_one_table_cannot_hold_fails_that_table_and_not_the_others(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pass whose shared job fails on one table's value (a decimal too large for the
+    column's decimal(38,18)): each table of the pass is then merged alone, so the other
+    table applies its events and the bad one stops with a one-line error naming the
+    column; nothing of the bad table's run is written."""
+    monkeypatch.setenv("ZYNC_LAKE", str(tmp_path / "lake"))
+    spec_path = tmp_path / "whole.yaml"
+    spec_path.write_text(SPEC)
+    spec = load_spec(spec_path)
+    small = [(k, "1.5") for k in range(5)]
+    first = amounts(spark, topic(0), 0, small).unionByName(amounts(spark, topic(1), 0, small))
+    commit_raw(spark, "Raw", 1, first, {topic(0): 5, topic(1): 5})
+    assert [r.run for r in run_tables(spark, spec)] == [1, 1]
+    good = amounts(spark, topic(0), 5, [(1, "2.25"), (7, "3.5")])
+    huge = amounts(spark, topic(1), 5, [(1, "12345678901234567890123.5")])
+    commit_raw(spark, "Raw", 2, good.unionByName(huge), {topic(0): 7, topic(1): 6})
+    caplog.set_level("WARNING", logger="zync_assets.tables.apply")
+    with pytest.raises(ZyncError) as stopped:
+        run_tables(spark, spec)
+    assert any("shared write of 2 tables failed" in r.getMessage() for r in caplog.records), (
+        "the fault did not land in the shared job"
+    )
+    message = str(stopped.value)
+    assert "\n" not in message and "table t1: column amount" in message, message
+    assert read_table_state(table_path("t0"), "t0").run == 2
+    assert read_table_state(table_path("t1"), "t1").run == 1
+    rows = spark.read.format("delta").load(table_path("t0")).collect()
+    assert sorted((r.id, float(r.amount)) for r in rows) == [
+        (0, 1.5),
+        (1, 2.25),
+        (2, 1.5),
+        (3, 1.5),
+        (4, 1.5),
+        (7, 3.5),
+    ]
+    left = [f for f in Path(table_path("t1")).rglob("zync-r2-*")]
+    assert not left, f"the failed pass left files in t1: {left}"
 
 
 def test_a_kill_during_the_shared_write_leaves_each_row_once_and_no_orphan(

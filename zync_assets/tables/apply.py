@@ -433,14 +433,15 @@ def _plan(
         )  # fmt: skip
     compiled = with_message_keys(compiled, state, schemas["__key_schema"])
     table = compiled.table
-    current = {} if rebuild else _current_columns(spark, path)
+    stored = {} if rebuild else _stored_columns(spark, path)
+    current = {k: v for k, v in stored.items() if not k.startswith("__")}
     check_selection(compiled, state, current)
     seen = observed(schemas, table.keys)
     columns = plan_columns(table, current, seen, found.types, found.documents)
     cuts = _cut_points(events, compiled.sequence_type) if counts["truncates"] else []
     run, attempt = state.run + 1, uuid.uuid4().hex
     logs = table.scd2 or bool(counts["deletes"] or cuts)  # SCD1 remembers only its deletes
-    _ensure_tables(spark, compiled, columns, replace=rebuild, logs=logs)
+    _ensure_tables(spark, compiled, columns, replace=rebuild, logs=logs, have=stored)
     if run % PRUNE_EVERY == 0:
         _prune_log(spark, table, now)
     meta = table_metadata(
@@ -580,11 +581,12 @@ def _summary(events: DataFrame) -> Summary:
     return summary_of(row.asDict())
 
 
-def _current_columns(spark: SparkSession, path: str) -> dict[str, str]:
+def _stored_columns(spark: SparkSession, path: str) -> dict[str, str]:
+    """The table's columns (its __ columns too) and their types ({}: no table yet)."""
     if not pool_exists(path):
         return {}
     schema = spark.read.format("delta").load(path).schema
-    return {f.name: f.dataType.simpleString() for f in schema.fields if not f.name.startswith("__")}
+    return {f.name: f.dataType.simpleString() for f in schema.fields}
 
 
 def _typed_events(events: DataFrame, columns: Columns) -> DataFrame:
@@ -604,12 +606,12 @@ def _metadata_columns(compiled: CompiledTable) -> dict[str, str]:
 
 def _ensure_tables(
     spark: SparkSession, compiled: CompiledTable, columns: Columns, replace: bool = False,
-    logs: bool = True,
+    logs: bool = True, have: dict[str, str] | None = None,
 ) -> None:  # fmt: skip
-    """Create the table, or add and widen its columns; and its change log, once a pass
-    `logs` (an SCD1 table's first delete: until then it has nothing to remember, and a
-    new table costs one CREATE less); `replace`: replace both with empty ones (a
-    rebuild)."""
+    """Create the table, or add and widen its columns (`have`: its columns, if read
+    already); and its change log, once a pass `logs` (an SCD1 table's first delete: until
+    then it has nothing to remember, and a new table costs one CREATE less); `replace`:
+    replace both with empty ones (a rebuild)."""
     table = compiled.table
     path = table_path(table.name)
     wanted = columns.types | _metadata_columns(compiled)
@@ -622,8 +624,7 @@ def _ensure_tables(
             f"CLUSTER BY ({', '.join(table.keys)}) TBLPROPERTIES ({props})"
         ))  # fmt: skip
     else:
-        current = spark.read.format("delta").load(path).schema
-        have = {f.name: f.dataType.simpleString() for f in current.fields}
+        have = have or _stored_columns(spark, path)
         added = {k: v for k, v in wanted.items() if k not in have}
         if added:
             spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({_ddl(added)})")
