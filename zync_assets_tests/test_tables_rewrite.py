@@ -46,6 +46,11 @@ def events(
         image = f'{{"id": {key}, "name": "{text}"}}'
         before, after = (image, "null") if op == "d" else ("null", image)
         records.append((first + n, key, template % (op, before, after, lsn)))
+    return raw_rows(spark, name, records)
+
+
+def raw_rows(spark: SparkSession, name: str, records: list[tuple[int, int, str]]) -> DataFrame:
+    """Raw pool rows of topic `name` from (offset, id, value JSON) records."""
     frame = spark.createDataFrame(records, "offset long, id long, value string")
     return frame.select(
         F.struct(
@@ -176,16 +181,7 @@ def amounts(spark: SparkSession, name: str, first: int, rows: list[tuple[int, st
     template = '{"op": "c", "after": {"id": %d, "amount": %s}, "source": {"lsn": %d}}'
     records = [(first + n, key, template % (key, amount, first + n + 1))
                for n, (key, amount) in enumerate(rows)]  # fmt: skip
-    frame = spark.createDataFrame(records, "offset long, id long, value string")
-    return frame.select(
-        F.struct(
-            F.lit(name).alias("topic"), F.lit(0).alias("partition"), F.col("offset"),
-            F.current_timestamp().alias("timestamp"),
-        ).cast(KAFKA).alias("kafka"),
-        F.parse_json(F.format_string('{"id": %d}', "id")).alias("key"),
-        F.parse_json("value").alias("value"),
-        F.lit(None).cast(DEAD).alias("dead_letter"),
-    )  # fmt: skip
+    return raw_rows(spark, name, records)
 
 
 def test_a_value_one_table_cannot_hold_fails_that_table_and_not_the_others(
