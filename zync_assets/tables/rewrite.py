@@ -26,14 +26,12 @@ column's type reads the stored rows through Delta (their files hold the old type
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 from dataclasses import dataclass
 from functools import reduce
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
 
 from zync_assets.core.errors import ConcurrentWriter
 from zync_assets.lake.pools import pool_exists, table_changes_path, table_path
@@ -102,18 +100,14 @@ def can_rewrite(spark: SparkSession) -> bool:
 
 def read_stored(spark: SparkSession, path: str) -> tuple[int, str, DataFrame]:
     """The Delta table at `path`: its newest version, its schema (Spark's JSON), and that
-    version's rows read from its files directly where its checksum lists them and none has
-    a deletion vector (a Delta scan's planning costs Spark jobs for each table read), else
-    through Delta."""
+    version's rows read from exactly the files its checksum lists where it lists them and
+    none has a deletion vector (a Delta scan's planning costs Spark jobs for each table
+    read, a DataFrame of the files' paths 10 ms), else through Delta."""
     found = java_class(spark._jvm, COMMIT_CLASS).stored(spark._jsparkSession, path)
-    version, text = found.version(), found.schema()
+    version, schema = found.version(), found.schema()
     if not found.listed():
-        return version, text, spark.read.format("delta").option("versionAsOf", version).load(path)
-    schema = StructType.fromJson(json.loads(text))
-    paths = [line for line in found.pathLines().split("\n") if line]
-    if not paths:
-        return version, text, spark.createDataFrame([], schema)
-    return version, text, spark.read.schema(schema).parquet(*paths)
+        return version, schema, spark.read.format("delta").option("versionAsOf", version).load(path)
+    return version, schema, DataFrame(found.rows(), spark)
 
 
 def rewrite_tables(
