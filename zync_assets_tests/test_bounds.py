@@ -34,3 +34,22 @@ def test_the_filters_keep_exactly_the_rows_between_cursors_and_ends(
         if t in names[:-1] and o >= (2 if p == 0 else 1) and o < (5 if p == 0 else 4)
     )  # fmt: skip
     assert found == wanted
+
+
+@pytest.mark.parametrize("topics", [3, 40])
+def test_a_partition_without_a_cursor_is_read_from_its_first_offset(
+    spark: SparkSession, topics: int
+) -> None:
+    """A partition first written after the cursors were taken (a partition added to the
+    topic) has no cursor: its rows below the other partitions' cursors are kept (a lowest
+    offset taken from the other partitions would skip them, and lose them for good)."""
+    names = [f"db.public.t{i}" for i in range(topics)]
+    rows = [(t, p, o) for t, p, o in itertools.product(names, (0, 1), range(6))]
+    frame = spark.createDataFrame(rows, "topic string, partition int, offset long").selectExpr(
+        "named_struct('topic', topic, 'partition', partition, 'offset', offset) AS kafka"
+    )
+    cursors = {t: {0: 4} for t in names}  # partition 1 had no rows when they were taken
+    ends = {t: {0: 6, 1: 6} for t in names}
+    kept = frame.where(above_cursors(cursors, names, ends=ends) & below_ends(ends)).collect()
+    found = sorted((r.kafka.topic, r.kafka.partition, r.kafka.offset) for r in kept)
+    assert found == sorted((t, p, o) for t, p, o in rows if p == 1 or o >= 4)

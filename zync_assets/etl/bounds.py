@@ -18,12 +18,16 @@ from zync_assets.core.offsets import Offsets
 _SKIPPING_TOPICS = 32
 
 
-def above_cursors(cursors: Offsets, topics: list[str], prefix: str = "kafka") -> Column:
+def above_cursors(
+    cursors: Offsets, topics: list[str], prefix: str = "kafka", ends: Offsets | None = None
+) -> Column:
     """Rows of `topics` at or above the per-partition cursors (0 where none), with plain
-    `offset >= lowest` conjuncts that let Delta skip whole files by their statistics."""
+    `offset >= lowest` conjuncts that let Delta skip whole files by their statistics.
+    `ends`: the partitions the rows may be in; one without a cursor (a partition added to
+    the topic, or first written, since the cursors) makes its topic's lowest offset 0."""
     if not topics:
         return F.lit(False)
-    lowest = {t: min(cursors.get(t, {}).values(), default=0) for t in topics}
+    lowest = {t: _lowest(cursors.get(t, {}), (ends or {}).get(t, {})) for t in topics}
     if len(topics) <= _SKIPPING_TOPICS:
         per_topic = " OR ".join(
             f"({prefix}.topic = {_quote(t)} AND {prefix}.offset >= {low})"
@@ -37,6 +41,13 @@ def above_cursors(cursors: Offsets, topics: list[str], prefix: str = "kafka") ->
     floors = {f"{t}:{p}": c for t in topics for p, c in cursors.get(t, {}).items()}
     exact = f"{prefix}.offset >= coalesce(try_element_at({_map(floors)}, {_place(prefix)}), 0)"
     return F.expr(f"({per_topic}) AND {exact}")
+
+
+def _lowest(cursors: dict[int, int], ends: dict[int, int]) -> int:
+    """The lowest offset a topic's rows above `cursors` can have, in partitions `ends`."""
+    if any(p not in cursors for p in ends):
+        return 0
+    return min(cursors.values(), default=0)
 
 
 def below_ends(ends: Offsets, prefix: str = "kafka") -> Column:

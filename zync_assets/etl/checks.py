@@ -46,7 +46,9 @@ def _offsets_by_topic(spark: SparkSession, result: EtlResult) -> list:
     event would be."""
     kind = F.col(KIND)
     this_run = of_kind(OUTPUT) & (F.col("run") == result.run)
-    new_done = of_kind(DONE) & above_cursors(result.previous.cursors, list(result.cursors))
+    new_done = of_kind(DONE) & above_cursors(
+        result.previous.cursors, list(result.cursors), ends=result.cursors
+    )
     per_offset = (
         spark.read.format("delta").load(pool_path(result.pool))
         .where(this_run | new_done)

@@ -125,7 +125,7 @@ def snapshot(
         .load(pool_path(raw_pool))
         .where(
             F.col("dead_letter").isNull()
-            & above_cursors(state.cursors, list(ends))
+            & above_cursors(state.cursors, list(ends), ends=ends)
             & below_ends(ends)
         )
         .select("kafka", "key", "value")
@@ -140,7 +140,7 @@ def snapshot(
         done = (
             spark.read.format("delta")
             .load(path)
-            .where(of_kind(DONE) & above_cursors(state.cursors, topics))
+            .where(of_kind(DONE) & above_cursors(state.cursors, topics, ends=where.raw_end))
             .select(*cl.coords())
         )
         candidates = candidates.select("*", *cl.coords()).join(

@@ -132,7 +132,7 @@ def pool_rows(spark: SparkSession, table: TableDef, cursors: Offsets, ends: Offs
     return (
         spark.read.format("delta")
         .load(pool_path(table.source_pool))
-        .where(kind & above_cursors(cursors, list(ends)) & below_ends(ends))
+        .where(kind & above_cursors(cursors, list(ends), ends=ends) & below_ends(ends))
         .select("kafka", "key", "value")
     )
 
