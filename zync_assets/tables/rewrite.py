@@ -44,7 +44,6 @@ _log = logging.getLogger(__name__)
 # A table smaller than this is written whole each pass instead of MERGEd: rewriting a few
 # MiB costs its pass milliseconds of the one shared job, where a MERGE costs a second.
 REWRITE_BELOW_BYTES = 16 * 2**20
-CHANGE_TYPE = "_change_type"  # Delta's change feed column
 CHANGE_FOLDER = "_change_data"  # where Delta keeps a table's change-feed files
 _NO_NAME = "\0"  # deleteOrphans keeps the files whose names start with it: none
 FILES_CLASS = "zync.spark.TableFiles"
