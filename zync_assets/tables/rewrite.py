@@ -28,7 +28,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass
-from functools import reduce
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
@@ -38,7 +37,7 @@ from zync_assets.lake.pools import pool_exists, table_changes_path, table_path
 from zync_assets.spark.functions import java_class
 from zync_assets.spark.session import session_conf
 from zync_assets.tables.changes import ROW
-from zync_assets.tables.rewrite_plan import Table, planned_rows
+from zync_assets.tables.rewrite_plan import Table, planned_rows, union_all
 
 _log = logging.getLogger(__name__)
 # A table smaller than this is written whole each pass instead of MERGEd: rewriting a few
@@ -117,8 +116,8 @@ def rewrite_tables(
     the caller applies those tables one by one instead (so the failure is one table's)."""
     if not rewrites:
         return {}
-    logging_ = [item for item in rewrites if item.logs]
-    log_output = {item.name: len(rewrites) + n for n, item in enumerate(logging_)}
+    logged = [item for item in rewrites if item.logs]
+    log_output = {item.name: len(rewrites) + n for n, item in enumerate(logged)}
     tables = [
         Table(item.topic, item.keys, list(item.data), item.documents, item.stored,
               item.log_stored, log_output.get(item.name, -1), item.run)
@@ -129,11 +128,11 @@ def rewrite_tables(
         rows = planned_rows(spark, tables, _events(rewrites), now)
         written = files.writeRows(
             spark._jsparkSession, rows._jdf,
-            [i.path for i in rewrites] + [i.log_path for i in logging_],
-            [CHANGE_FOLDER] * len(rewrites) + [""] * len(logging_),
-            [i.mine for i in rewrites] + [i.mine for i in logging_],
-            [i.schema for i in rewrites] + [i.log_schema for i in logging_],
-            [",".join(sorted(i.documents)) for i in rewrites] + [ROW] * len(logging_),
+            [i.path for i in rewrites] + [i.log_path for i in logged],
+            [CHANGE_FOLDER] * len(rewrites) + [""] * len(logged),
+            [i.mine for i in rewrites] + [i.mine for i in logged],
+            [i.schema for i in rewrites] + [i.log_schema for i in logged],
+            [",".join(sorted(i.documents)) for i in rewrites] + [ROW] * len(logged),
         )  # fmt: skip
     return {
         item.name: _commit(spark, item, written, index, log_output.get(item.name, -1))
@@ -144,7 +143,7 @@ def rewrite_tables(
 def _events(rewrites: list[Rewrite]) -> DataFrame:
     """The pool events the rewrites read: one frame where they share one (a group's)."""
     frames: dict[int, DataFrame] = {id(item.events): item.events for item in rewrites}
-    return reduce(DataFrame.union, frames.values())
+    return union_all(list(frames.values()))
 
 
 def _commit(
