@@ -7,7 +7,6 @@ with the project's `resources/spark.conf` (or `$ZYNC_SPARK_CONF`) over them.
 
 from __future__ import annotations
 
-import functools
 import os
 import socket
 from collections.abc import Callable, Iterator, Mapping
@@ -122,8 +121,13 @@ def select_over(frame: DataFrame, select_list: str) -> DataFrame:
 
 
 def union_all(frames: list[DataFrame]) -> DataFrame:
-    """The frames' rows together (by column name); at least one frame."""
-    return functools.reduce(DataFrame.unionByName, frames)
+    """The frames' rows together (by column name); at least one frame. Unioned as a
+    balanced tree: each union is analysed whole, so a chain of 480 (a 240-table pass's
+    sources) cost 12 s of planning where the tree costs under 1."""
+    while len(frames) > 1:
+        pairs = [frames[i : i + 2] for i in range(0, len(frames), 2)]
+        frames = [pair[0].unionByName(pair[1]) if len(pair) == 2 else pair[0] for pair in pairs]
+    return frames[0]
 
 
 def pinned(frame: DataFrame) -> DataFrame:

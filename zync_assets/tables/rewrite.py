@@ -35,9 +35,9 @@ from pyspark.sql import DataFrame, SparkSession
 from zync_assets.core.errors import ConcurrentWriter
 from zync_assets.lake.pools import pool_exists, table_changes_path, table_path
 from zync_assets.spark.functions import java_class
-from zync_assets.spark.session import session_conf
+from zync_assets.spark.session import session_conf, union_all
 from zync_assets.tables.changes import ROW
-from zync_assets.tables.rewrite_plan import Table, planned_rows, union_all
+from zync_assets.tables.rewrite_plan import Table, planned_rows
 
 _log = logging.getLogger(__name__)
 # A table smaller than this is written whole each pass instead of MERGEd: rewriting a few

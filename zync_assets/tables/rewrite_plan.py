@@ -34,6 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.core.debezium import UNAVAILABLE_PLACEHOLDER
+from zync_assets.spark.session import union_all
 from zync_assets.tables.changes import DELETE, POSITION, ROW, SEQUENCE, TOPIC, TRUNCATE
 from zync_assets.tables.columns import typed_sql
 
@@ -94,15 +95,6 @@ def planned_rows(
         )
     )
     return _folded(grouped, tables, now).sortWithinPartitions(OUTPUT)
-
-
-def union_all(frames: list[DataFrame]) -> DataFrame:
-    """The frames' rows (by position), unioned as a balanced tree: each union is analysed
-    whole, so a chain of 480 cost 12 s of planning where the tree costs under 1."""
-    while len(frames) > 1:
-        pairs = [frames[i : i + 2] for i in range(0, len(frames), 2)]
-        frames = [pair[0].union(pair[1]) if len(pair) == 2 else pair[0] for pair in pairs]
-    return frames[0]
 
 
 def _quote(text: str) -> str:
