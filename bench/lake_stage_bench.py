@@ -10,7 +10,10 @@ ten columns of common types), and for each way, alternating, in a lake of its ow
             delete, one insert): the stage of a pipeline keeping up with a database.
 Figures (real_database.json, beside the chain's; `tables.` the default path,
 `tables_merge.` the MERGE one): `lake_stage_s.N` (the pass), `jobs_per_pass.N` (Spark jobs
-it launched), `snapshot_s.N` and `snapshot_rows_per_s.N`.
+it launched), `snapshot_s.N` and `snapshot_rows_per_s.N`; and `etl.mirror_pass_s.N`,
+`etl.mirror_jobs.N`, `etl.mirror_plan_s.N`: the ETL of a mirror rule over the N topics, a
+pass of the same changes (`--ways mirror` alone measures only that); `rss_max_mib.N`: the
+peak resident memory of the bench's process and its Spark JVM over N's measurements.
 Appends its table to docs/BENCHMARKS.md. About 25 minutes on 2 cores.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -30,6 +34,7 @@ from pyspark.sql import functions as F
 
 from bench.common import machine, measured_code, publish
 from zync_assets_tests.support.pool_data import DEAD, KAFKA, commit_raw
+from zync_assets_tests.support.process_tree import tree_rss_mib
 
 SPEC = """inputs:
   - {topics: 'db\\.public\\..*', pool: Raw, format: json}
@@ -88,6 +93,13 @@ def changes_round(
 
 def jobs_of(spark: SparkSession, work: Callable[[], object]) -> tuple[int, float]:
     """Spark jobs `work()` launched, and its seconds."""
+    jobs, took, _ = timed_jobs(spark, work)
+    return jobs, took
+
+
+def timed_jobs(spark: SparkSession, work: Callable[[], object]) -> tuple[int, float, float]:
+    """Spark jobs `work()` launched, its seconds, and the seconds none of its jobs ran (the
+    driver's: planning, py4j, commits)."""
     group = f"bench-{uuid.uuid4().hex[:8]}"
     spark.sparkContext.setJobGroup(group, "measured")
     started = time.perf_counter()
@@ -96,7 +108,69 @@ def jobs_of(spark: SparkSession, work: Callable[[], object]) -> tuple[int, float
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     took = time.perf_counter() - started
-    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)), took
+    ids = spark.sparkContext.statusTracker().getJobIdsForGroup(group)
+    store = spark.sparkContext._jsc.sc().statusStore()
+    spans = []
+    for job in ids:
+        data = store.job(job)
+        if data.submissionTime().isDefined() and data.completionTime().isDefined():
+            spans.append(
+                (data.submissionTime().get().getTime(), data.completionTime().get().getTime())
+            )
+    running, end = 0.0, 0
+    for begin, finish in sorted(spans):  # the union of the jobs' spans
+        running += max(finish - max(begin, end), 0) / 1000
+        end = max(end, finish)
+    return len(ids), took, max(took - running, 0.0)
+
+
+MIRROR_SPEC = """inputs:
+  - {topics: 'db\\.public\\..*', pool: Raw, format: json}
+transforms:
+  - {type: mirror, topics: 'db\\.public\\..*', out: 'warehouse_{table}', pool: Mirror}
+"""
+
+
+def _extend(into: list, call: Callable[..., list], *args: object) -> None:
+    into.extend(call(*args))
+
+
+def measure_mirror(
+    spark: SparkSession, tables: int, rows: int, changes: int, root: Path, rounds: int = 3
+) -> dict[str, object]:
+    """The ETL of a mirror over `tables` topics: a snapshot pass, then passes of a few
+    changes in every topic (as `measure`'s); the median pass's jobs, seconds and driver
+    seconds outside Spark jobs (its planning)."""
+    from zync_assets.etl.run import run_etl
+    from zync_assets.specs.model import load_spec
+
+    root.mkdir(parents=True, exist_ok=True)
+    spec_path = root / "mirror.yaml"
+    spec_path.write_text(MIRROR_SPEC)
+    spec = load_spec(spec_path)
+    os.environ["ZYNC_LAKE"] = str(root / f"mirror-{tables}")
+    keys = spark.range(rows).select(F.col("id").alias("k"))
+    commit_raw(spark, "Raw", 1, events(spark, tables, 0, keys, "r", "s"), ends(tables, rows))
+    run_etl(spark, spec)
+    at, passes = rows, []
+    for run in range(2, 2 + rounds):
+        changed, count = changes_round(spark, tables, rows, changes, at, run)
+        at += count
+        commit_raw(spark, "Raw", run, changed, ends(tables, at))
+        results: list = []
+        jobs, took, planning = timed_jobs(spark, partial(_extend, results, run_etl, spark, spec))
+        assert sum(results[0].outputs.values()) == tables * count, results
+        passes.append((took, jobs, planning))
+    took, jobs, planning = sorted(passes)[len(passes) // 2]
+    print(
+        f"mirror {tables} topics: pass {took:.2f} s, {jobs} jobs, {planning:.2f} s planning",
+        flush=True,
+    )
+    return {
+        f"etl.mirror_pass_s.{tables}": round(took, 2),
+        f"etl.mirror_jobs.{tables}": jobs,
+        f"etl.mirror_plan_s.{tables}": round(planning, 2),
+    }
 
 
 def measure(
@@ -132,14 +206,35 @@ def measure(
     return figures
 
 
+class PeakMemory:
+    """The peak resident memory (MiB) of this process and its Spark JVM, sampled every
+    half second in a thread, since `reset()`."""
+
+    def __init__(self) -> None:
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.5):
+            self.peak = max(self.peak, tree_rss_mib(os.getpid()))
+
+    def reset(self) -> float:
+        """The peak so far, and start again."""
+        peak, self.peak = self.peak, tree_rss_mib(os.getpid())
+        return round(peak)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--counts", default="1,60,240")
     parser.add_argument("--rows", type=int, default=2_000, help="per table (240 tables: 1/4)")
     parser.add_argument("--changes", type=int, default=5, help="updated keys per table per pass")
     parser.add_argument(
-        "--ways", default=",".join(WAYS), help="tables (the default path), tables_merge, or both"
-    )
+        "--ways", default=",".join([*WAYS, "mirror"]),
+        help="tables (the default path), tables_merge, mirror (the ETL of a mirror rule)",
+    )  # fmt: skip
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="zync-bench-lake-stage-"))
     os.environ.setdefault("ZYNC_LAKE", str(root / "lake"))
@@ -149,9 +244,17 @@ def main() -> None:
     figures: dict[str, object] = {}
     counts = [int(c) for c in args.counts.split(",")]
     ways = args.ways.split(",")
+    memory = PeakMemory()
     for tables in counts:
+        memory.reset()
         rows = args.rows // 4 if tables >= 240 else args.rows
-        figures |= measure(spark, tables, rows, args.changes, root / f"n{tables}", ways)
+        if ways != ["mirror"]:
+            lake_ways = [w for w in ways if w != "mirror"]
+            figures |= measure(spark, tables, rows, args.changes, root / f"n{tables}", lake_ways)
+        if "mirror" in ways:
+            figures |= measure_mirror(spark, tables, rows, args.changes, root / f"m{tables}")
+        figures[f"rss_max_mib.{tables}"] = memory.reset()
+        print(f"{tables} tables: peak RSS {figures[f'rss_max_mib.{tables}']} MiB", flush=True)
     lines = [
         f"\n## lake-table stage, shared write job vs per-table MERGE ({machine()}, "
         f"{str(measured_code().get('commit'))[:7]})\n\n",
@@ -164,6 +267,20 @@ def main() -> None:
             "tables_merge.jobs_per_pass", "tables.snapshot_rows_per_s",
             "tables_merge.snapshot_rows_per_s")}  # fmt: skip
         lines.append("| " + " | ".join([str(n), *map(str, cell.values())]) + " |\n")
+    if "mirror" in ways:
+        lines.append(
+            "\nThe ETL of a mirror rule over the same topics, a pass of the same changes "
+            "(median of 3): seconds, Spark jobs, and the driver's seconds outside them.\n\n"
+            "| topics | pass s | jobs | planning s |\n|---:|---:|---:|---:|\n"
+        )
+        for n in counts:
+            cell = {
+                k: figures.get(f"etl.{k}.{n}", "–")
+                for k in ("mirror_pass_s", "mirror_jobs", "mirror_plan_s")
+            }
+            lines.append("| " + " | ".join([str(n), *map(str, cell.values())]) + " |\n")
+    peaks = ", ".join(f"{n} tables {figures.get(f'rss_max_mib.{n}', '–')} MiB" for n in counts)
+    lines.append(f"\nPeak resident memory of the process and its Spark JVM: {peaks}.\n")
     publish("real_database", "".join(lines), figures)
 
 

@@ -7,6 +7,10 @@ Real Spark and Delta (the pool is written as ingest writes it; no Kafka is asked
 from __future__ import annotations
 
 import datetime as dt
+import json
+import signal
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
@@ -17,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.core.errors import ConcurrentWriter, ZyncError
-from zync_assets.lake.pools import table_path
+from zync_assets.lake.pools import table_changes_path, table_path
 from zync_assets.specs.model import load_spec
 from zync_assets.tables import apply
 from zync_assets.tables.apply import Due, compile_tables, table_state
@@ -301,3 +305,95 @@ def test_a_rival_writers_commit_wins_and_the_late_pass_writes_nothing(
         assert read_table_state(item.path, item.name).run == 2
         rows = content(spark, item.name)
         assert len(rows) == len(dict(rows)) and dict(rows) == expected(2)
+
+
+def data_files(name: str) -> dict[str, dict]:
+    """Table `name`'s data files now, from its log: path -> its add action."""
+    held: dict[str, dict] = {}
+    for commit in sorted((Path(table_path(name)) / "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        for action in actions:
+            if "remove" in action:
+                held.pop(action["remove"]["path"], None)
+        held |= {a["add"]["path"]: a["add"] for a in actions if "add" in a}
+    return held
+
+
+# A `zync table apply` that kills itself (kill -9 of its process group: the CLI and its
+# Spark JVM) right after one table's change log committed run 2 and before that table's own
+# commit: the middle of the table's commit, which no polling from outside can hit.
+DIE_INSIDE_A_COMMIT = """
+import os, signal, sys
+from zync_assets.cli.main import main
+from zync_assets.tables import rewrite
+
+real = rewrite.java_class
+
+class Dying:
+    def __init__(self, found):
+        self.found = found
+    def commit(self, session, path, *rest):
+        version = self.found.commit(session, path, *rest)
+        if path.endswith(sys.argv[2] + ".changes"):
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+        return version
+    def __getattr__(self, name):
+        return getattr(self.found, name)
+
+def java_class(jvm, name):
+    found = real(jvm, name)
+    return Dying(found) if name == rewrite.COMMIT_CLASS else found
+
+rewrite.java_class = java_class
+main(["table", "apply", sys.argv[1]])
+"""
+
+
+def test_a_kill_inside_one_tables_commit_applies_its_run_once(
+    spark, stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 after table t1's change log committed the pass's deletes and before t1's own
+    commit (t0 committed before it, the others not yet): the rerun commits t1's run without
+    a second copy of its deletes in the change log, every table holds each row once, and
+    no file of the killed attempt stays."""
+    lake = tmp_path / "lake"
+    monkeypatch.setenv("ZYNC_LAKE", str(lake))
+    spec_path = tmp_path / "whole.yaml"
+    spec_path.write_text(SPEC)
+    spec = load_spec(spec_path)
+    tables = 4
+    commit_round(spark, 1, tables)
+    run_tables(spark, spec)
+    commit_round(spark, 2, tables)
+    script = tmp_path / "die.py"
+    script.write_text(DIE_INSIDE_A_COMMIT)
+    env = stack.env(ZYNC_LAKE=str(lake))
+    died = subprocess.run(
+        [sys.executable, str(script), str(spec_path), "t1"], env=env, capture_output=True,
+        text=True, timeout=600, start_new_session=True,
+    )  # fmt: skip
+    assert died.returncode == -signal.SIGKILL, died.stderr[-2000:]
+    runs = {f"t{i}": read_table_state(table_path(f"t{i}"), f"t{i}").run for i in range(tables)}
+    assert runs["t1"] == 1 and list(runs.values()).count(2) <= 1, (
+        runs
+    )  # the kill landed inside t1's
+    deletes = {k for k, op, _, _ in ROUNDS[1] if op == "d"}
+
+    def logged(table: str) -> Counter:
+        rows = spark.read.format("delta").load(table_changes_path(table)).collect()
+        return Counter(r["__RUN"] for r in rows)
+
+    assert logged("t1")[2] == len(deletes)  # its change log has run 2 already
+    done = run_zync("table", "apply", str(spec_path), env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    for i in range(tables):
+        name = f"t{i}"
+        assert read_table_state(table_path(name), name).run == 2
+        rows = content(spark, name)
+        assert len(rows) == len(dict(rows)) and dict(rows) == expected(2), name
+        assert logged(name)[2] == len(deletes), name  # once, not again
+        root = Path(table_path(name))
+        held = {p for p in data_files(name) if p.startswith("zync-r2-")}
+        assert {f.name for f in root.glob("zync-r2-*.parquet")} == held, name  # no orphan
+        attempts = {f.name.split("-")[2] for f in (root / "_change_data").glob("zync-r2-*")}
+        assert len(attempts) == 1, (name, attempts)  # the committed attempt's change feed only

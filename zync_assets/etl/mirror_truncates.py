@@ -27,6 +27,7 @@ from zync_assets.core.variants import as_variant
 from zync_assets.etl.classify import Tally
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import TXN, TXN_POS
+from zync_assets.spark.session import looked_up
 from zync_assets.specs.rules import MIRROR_SQL
 
 History = Callable[[tuple[str, ...]], DataFrame]
@@ -105,11 +106,9 @@ def _tombstones(
         .withColumn("__n", F.row_number().over(newest))
         .where((F.col("__n") == 1) & F.col("op").isin("c", "r", "u"))
     )
-    rule_of, topic_of = F.lit(None).cast("int"), F.lit(None).cast("string")
-    for source, (rule, out) in out_of.items():
-        is_it = F.col("__src.topic") == source
-        rule_of = F.when(is_it, F.lit(rule.number)).otherwise(rule_of)
-        topic_of = F.when(is_it, F.lit(out)).otherwise(topic_of)
+    source = F.col("__src.topic")
+    rule_of = looked_up({t: r.number for t, (r, _) in out_of.items()}, source, F.lit(None))
+    topic_of = looked_up({t: out for t, (_, out) in out_of.items()}, source, F.lit(None))
     return live.select(
         topic_of.alias("__topic"),
         rule_of.alias("rule"),

@@ -22,6 +22,8 @@ import logging
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from zync_assets.spark.session import looked_up
+
 log = logging.getLogger(__name__)
 
 # Every round moves effective positions one chain further. Pairs that cross (two
@@ -105,8 +107,6 @@ def with_effective_position(outputs: DataFrame, moved: DataFrame | None) -> Data
 def output_offset(next_offsets: dict[str, int]) -> Column:
     """Dense offsets per output topic (`__topic`) from each topic's next offset, in
     effective order (`__tie`: the order of a group's several outputs, groups.py)."""
-    start = F.lit(0).cast("long")
-    for topic, offset in next_offsets.items():
-        start = F.when(F.col("__topic") == topic, F.lit(offset)).otherwise(start)
+    start = looked_up({t: int(o) for t, o in next_offsets.items()}, F.col("__topic"), F.lit(0))
     order = Window.partitionBy("__topic").orderBy("__effective", "__pos", "__id", "__tie")
     return start + F.row_number().over(order) - 1

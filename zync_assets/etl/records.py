@@ -15,7 +15,7 @@ from zync_assets.etl import classify as cl
 from zync_assets.etl.compile import CompiledRule, select_outputs
 from zync_assets.etl.gate import TXN, TXN_POS
 from zync_assets.etl.order import moved_outputs, output_offset, with_effective_position
-from zync_assets.spark.session import union_all
+from zync_assets.spark.session import looked_up, union_all
 from zync_assets.specs.rules import MIRROR_SQL
 
 SOURCE_TYPE = "struct<topic: string, partition: int, offset: bigint>"
@@ -83,10 +83,7 @@ def _output_topic(rule: CompiledRule) -> Column:
     """The topic a rule's output goes to: its `out`, or a mirror's for the event's topic."""
     if rule.rule.type != "mirror":
         return F.lit(rule.rule.out)
-    topic = F.lit(None).cast("string")
-    for source, out in rule.rule.mirrored:
-        topic = F.when(F.col("__src.topic") == source, F.lit(out)).otherwise(topic)
-    return topic
+    return looked_up(dict(rule.rule.mirrored), F.col("__src.topic"), F.lit(None).cast("string"))
 
 
 def _number(outputs: DataFrame, run: int, next_offsets: dict[str, int], whole: bool) -> DataFrame:

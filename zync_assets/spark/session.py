@@ -14,7 +14,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from zync_assets.core.config import current
 from zync_assets.core.errors import ZyncError
@@ -128,6 +129,15 @@ def union_all(frames: list[DataFrame]) -> DataFrame:
         pairs = [frames[i : i + 2] for i in range(0, len(frames), 2)]
         frames = [pair[0].unionByName(pair[1]) if len(pair) == 2 else pair[0] for pair in pairs]
     return frames[0]
+
+
+def looked_up(table: Mapping[str, object], key: Column, default: Column) -> Column:
+    """`table[key]`, else `default`: one map literal, where a CASE WHEN per entry made a
+    plan (and its generated code) that grew with the entries (a mirror's topics)."""
+    if not table:
+        return default
+    pairs = (F.lit(part) for name, value in table.items() for part in (name, value))
+    return F.coalesce(F.try_element_at(F.create_map(*pairs), key), default)
 
 
 def pinned(frame: DataFrame) -> DataFrame:
