@@ -146,6 +146,13 @@ def test_the_shared_job_ends_with_the_rows_and_change_feed_a_merge_gives(
             r.operation for r in spark.sql(f"DESCRIBE HISTORY delta.`{table_path('t0')}`").collect()
         ]
         assert ("MERGE" in operations) == (way == "merge"), operations
+        if way == "rewrite":  # checkpoints spread over passes, not every table's every tenth
+            for path in (table_path("t0"), table_changes_path("t0")):
+                properties = spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
+                interval = int(
+                    dict((r.key, r.value) for r in properties)["delta.checkpointInterval"]
+                )
+                assert 100 <= interval < 200, (path, interval)
     assert found["rewrite"] == found["merge"]
     rows = dict(found["rewrite"][0])
     assert rows[0] == "back0" and rows[2] == "b2" and rows[3] == "a3" and rows[8] == "c8"

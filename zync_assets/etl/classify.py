@@ -26,7 +26,7 @@ from zync_assets.core.events import event_struct
 from zync_assets.core.offsets import Offsets
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import GATED, TXN, TXN_EXPIRED, TXN_POS
-from zync_assets.spark.session import pinned, unpin
+from zync_assets.spark.session import one_of, pinned, unpin
 from zync_assets.specs.expiry import parse_expiry
 
 COORDS = ("topic", "partition", "offset")
@@ -51,7 +51,7 @@ def route(events: DataFrame, rules: list[CompiledRule]) -> DataFrame:
     """Add `__rule`: the number of the first rule whose topic and `where` match (0: none)."""
     choice = F.lit(0)
     for rule in reversed(rules):
-        takes = F.col("kafka.topic").isin(list(rule.topics)) & F.coalesce(rule.where, F.lit(False))
+        takes = one_of("kafka.topic", rule.topics) & F.coalesce(rule.where, F.lit(False))
         choice = F.when(takes, F.lit(rule.number)).otherwise(choice)
     chain = F.when(
         F.col("key").isNotNull(),

@@ -44,6 +44,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from zync_assets.etl.compile import CompiledRule
+from zync_assets.spark.session import one_of
 from zync_assets.specs.expiry import parse_expiry
 
 TXN = "__txn"  # the transaction a member belongs to (topic-scoped id), else null
@@ -101,7 +102,7 @@ def group_scope(rule: CompiledRule) -> str:
 def _complete_transactions(members: DataFrame, gated: dict[str, str | None]) -> DataFrame:
     """TXN, __end_pos of the Debezium transactions whose END and events are all in."""
     ends = members.where(
-        F.col(TXN).isNotNull() & F.col("kafka.topic").isin(set(gated.values()))
+        F.col(TXN).isNotNull() & one_of("kafka.topic", sorted({t for t in gated.values() if t}))
     ).select(TXN, F.col("__pos").alias("__end_pos"), end_collections().alias("__c"))
     expected = (
         ends.select(TXN, F.explode_outer("__c").alias("__c"))
@@ -113,7 +114,7 @@ def _complete_transactions(members: DataFrame, gated: dict[str, str | None]) -> 
         .where(F.col("__topic").isNotNull())
     )
     seen = (
-        members.where(F.col(TXN).isNotNull() & F.col("kafka.topic").isin(list(gated)))
+        members.where(F.col(TXN).isNotNull() & one_of("kafka.topic", gated))
         .groupBy(TXN, F.col("kafka.topic").alias("__topic"))
         .agg(F.countDistinct(order_in_collection()).alias("__seen"))
     )

@@ -27,7 +27,7 @@ from zync_assets.core.variants import as_variant
 from zync_assets.etl.classify import Tally
 from zync_assets.etl.compile import CompiledRule
 from zync_assets.etl.gate import TXN, TXN_POS
-from zync_assets.spark.session import looked_up
+from zync_assets.spark.session import looked_up, one_of
 from zync_assets.specs.rules import MIRROR_SQL
 
 History = Callable[[tuple[str, ...]], DataFrame]
@@ -53,7 +53,7 @@ def truncate_tombstones(
     if not any(row.status == "unmatched" and row.topic in out_of for row in tally):
         return None
     cuts = classified.where(
-        F.col("kafka.topic").isin(list(out_of)) & (F.col("op") == "t")
+        one_of("kafka.topic", out_of) & (F.col("op") == "t")
     ).select(
         F.col("kafka").alias("__src"), F.coalesce(TXN_POS, "__pos").alias("__pos"), TXN
     )  # fmt: skip

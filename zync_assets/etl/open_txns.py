@@ -20,6 +20,7 @@ from zync_assets.etl.gate import (
     group_scope,
     order_in_collection,
 )
+from zync_assets.spark.session import one_of
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def _open_groups(gated_events: DataFrame, rule: CompiledRule) -> list[OpenTransa
 
 def _open_debezium(gated_events: DataFrame, gated: dict[str, str | None]) -> list[OpenTransaction]:
     members = gated_events.where(F.col(GATED))
-    ends = members.where(F.col("kafka.topic").isin(set(gated.values()))).select(
+    ends = members.where(one_of("kafka.topic", sorted({t for t in gated.values() if t}))).select(
         TXN, F.explode_outer(end_collections()).alias("__c")
     )
     expected = ends.select(
@@ -97,7 +98,7 @@ def _open_debezium(gated_events: DataFrame, gated: dict[str, str | None]) -> lis
         F.lit(True).alias("__ended"),
     )
     seen = (
-        members.where(F.col("kafka.topic").isin(list(gated)))
+        members.where(one_of("kafka.topic", gated))
         .groupBy(TXN, F.col("kafka.topic").alias("__topic"))
         .agg(F.countDistinct(order_in_collection()).alias("__seen"))
     )

@@ -43,7 +43,7 @@ from zync_assets.etl.view_reach import Inputs, reached_rows
 from zync_assets.etl.view_sql import empty_rows, view_sql
 from zync_assets.etl.view_state import committed_versions, newest, row_id
 from zync_assets.lake.pools import pool_exists
-from zync_assets.spark.session import pinned, union_all, unpin
+from zync_assets.spark.session import one_of, pinned, union_all, unpin
 
 
 @dataclass(frozen=True)
@@ -268,7 +268,7 @@ def _changes(classified: DataFrame, rule: CompiledRule, views: list[int]) -> Dat
     """The pass's changes of the view's inputs, with their row image and source order.
     Views may share inputs: an event is routed to the first of them, and each reads it."""
     taken = classified.where(
-        F.col("kafka.topic").isin(list(rule.topics))
+        one_of("kafka.topic", rule.topics)
         & F.col("__rule").isin(views)
         & (F.col("__status") == "released")
     )

@@ -22,6 +22,7 @@ import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.TaskContext;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
@@ -36,6 +37,9 @@ import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetOutputWriter;
+import org.apache.spark.sql.internal.ReadOnlySQLConf;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.internal.SQLConf$;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
@@ -211,8 +215,26 @@ public final class TableFiles {
     }
 
     @Override
-    public Iterator<List<Written>> call(Integer partition, Iterator<InternalRow> rows)
-        throws Exception {
+    public Iterator<List<Written>> call(Integer partition, Iterator<InternalRow> rows) {
+      // Spark makes a SQLConf for every SQLConf.get in a task that has none set, and reading a
+      // VARIANT's value asks for one per value (a Literal's check): one for the whole task.
+      SQLConf conf = new ReadOnlySQLConf(TaskContext.get());
+      return SQLConf$.MODULE$.withExistingConf(conf, () -> {
+        try {
+          return write(partition, rows);
+        } catch (java.io.IOException e) {
+          throw new java.io.UncheckedIOException(e);
+        }
+      });
+    }
+
+    /**
+     * The partition's rows into their outputs' files, one output after another (the rows come
+     * sorted by output: a file is closed before the next opens, so a task holds two open at
+     * most; all of a task's outputs open at once ran a 240-table pass out of a 1 GiB heap).
+     */
+    private Iterator<List<Written>> write(int partition, Iterator<InternalRow> rows)
+        throws java.io.IOException {
       List<Written> files = new ArrayList<>();
       Configuration dataConf = new Configuration(shared.value().value());
       Configuration changeConf = new Configuration(dataConf);
