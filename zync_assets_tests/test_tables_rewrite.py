@@ -236,21 +236,29 @@ def test_a_value_one_table_cannot_hold_fails_that_table_and_not_the_others(
     assert not left, f"the failed pass left files in t1: {left}"
 
 
+def round_two_pending(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tables: int
+) -> tuple[Path, Path]:
+    """A lake (its path, and the whole-database spec's) whose `tables` tables applied round
+    1, with round 2 in the pool for the next pass."""
+    lake = tmp_path / "lake"
+    monkeypatch.setenv("ZYNC_LAKE", str(lake))
+    spec_path = tmp_path / "whole.yaml"
+    spec_path.write_text(SPEC)
+    commit_round(spark, 1, tables)
+    run_tables(spark, load_spec(spec_path))
+    commit_round(spark, 2, tables)
+    return lake, spec_path
+
+
 def test_a_kill_during_the_shared_write_leaves_each_row_once_and_no_orphan(
     spark, stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """kill -9 once the shared job has written files and no table has committed them: the
     tables stay where they were; the next pass applies the round once and deletes the
     killed attempt's files."""
-    lake = tmp_path / "lake"
-    monkeypatch.setenv("ZYNC_LAKE", str(lake))
-    spec_path = tmp_path / "whole.yaml"
-    spec_path.write_text(SPEC)
-    spec = load_spec(spec_path)
     tables = 8
-    commit_round(spark, 1, tables)
-    run_tables(spark, spec)
-    commit_round(spark, 2, tables)
+    lake, spec_path = round_two_pending(spark, tmp_path, monkeypatch, tables)
     roots = [Path(table_path(f"t{i}")) for i in range(tables)]
     logs = {root: len(list((root / "_delta_log").glob("*.json"))) for root in roots}
 
@@ -363,15 +371,8 @@ def test_a_kill_inside_one_tables_commit_applies_its_run_once(
     commit (t0 committed before it, the others not yet): the rerun commits t1's run without
     a second copy of its deletes in the change log, every table holds each row once, and
     no file of the killed attempt stays."""
-    lake = tmp_path / "lake"
-    monkeypatch.setenv("ZYNC_LAKE", str(lake))
-    spec_path = tmp_path / "whole.yaml"
-    spec_path.write_text(SPEC)
-    spec = load_spec(spec_path)
     tables = 4
-    commit_round(spark, 1, tables)
-    run_tables(spark, spec)
-    commit_round(spark, 2, tables)
+    lake, spec_path = round_two_pending(spark, tmp_path, monkeypatch, tables)
     script = tmp_path / "die.py"
     script.write_text(DIE_INSIDE_A_COMMIT)
     env = stack.env(ZYNC_LAKE=str(lake))
