@@ -12,6 +12,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from zync_assets.core.offsets import Offsets
+from zync_assets.spark.session import sql_literal
 
 # Up to this many topics, a filter also says each topic's lowest offset on its own (a
 # conjunct Delta skips whole files by); beyond, one lowest offset for all of them.
@@ -30,7 +31,7 @@ def above_cursors(
     lowest = {t: _lowest(cursors.get(t, {}), (ends or {}).get(t, {})) for t in topics}
     if len(topics) <= _SKIPPING_TOPICS:
         per_topic = " OR ".join(
-            f"({prefix}.topic = {_quote(t)} AND {prefix}.offset >= {low})"
+            f"({prefix}.topic = {sql_literal(t)} AND {prefix}.offset >= {low})"
             for t, low in lowest.items()
         )
     else:
@@ -68,13 +69,9 @@ def _place(prefix: str) -> str:
 def _map(offsets: dict[str, int]) -> str:
     if not offsets:
         return "CAST(map() AS map<string,bigint>)"
-    pairs = ", ".join(f"{_quote(k)}, CAST({v} AS bigint)" for k, v in offsets.items())
+    pairs = ", ".join(f"{sql_literal(k)}, CAST({v} AS bigint)" for k, v in offsets.items())
     return f"map({pairs})"
 
 
 def _strings(values: list[str]) -> str:
-    return f"array({', '.join(_quote(v) for v in values)})"
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return f"array({', '.join(sql_literal(v) for v in values)})"

@@ -107,6 +107,6 @@ def with_effective_position(outputs: DataFrame, moved: DataFrame | None) -> Data
 def output_offset(next_offsets: dict[str, int]) -> Column:
     """Dense offsets per output topic (`__topic`) from each topic's next offset, in
     effective order (`__tie`: the order of a group's several outputs, groups.py)."""
-    start = looked_up({t: int(o) for t, o in next_offsets.items()}, F.col("__topic"), F.lit(0))
+    start = looked_up(next_offsets, F.col("__topic"), F.lit(0))
     order = Window.partitionBy("__topic").orderBy("__effective", "__pos", "__id", "__tie")
     return start + F.row_number().over(order) - 1

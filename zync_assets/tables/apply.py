@@ -43,7 +43,7 @@ from zync_assets.lake.pools import (
     table_path,
 )
 from zync_assets.spark.catalog import register_table
-from zync_assets.spark.session import pinned, pins, session_conf, sized_work, unpin
+from zync_assets.spark.session import pinned, pins, session_conf, sized_work, sql_literal, unpin
 from zync_assets.specs.model import Spec
 from zync_assets.specs.tables import TableDef
 from zync_assets.tables import fold
@@ -523,10 +523,10 @@ def _cut_points(events: DataFrame, sequence_type: str) -> list[str]:
         .orderBy(SEQUENCE)
         .collect()
     )
-    quoted = (row["json"].replace("\\", "\\\\").replace("'", "\\'") for row in found)
+    quoted = (sql_literal(row["json"]) for row in found)
     # The MERGE is formatted with its source frame (`{source}`): braces are doubled.
     braced = (text.replace("{", "{{").replace("}", "}}") for text in quoted)
-    return [f"from_json('{text}', 'struct<v: {sequence_type}>').v" for text in braced]
+    return [f"from_json({text}, 'struct<v: {sequence_type}>').v" for text in braced]
 
 
 def _truncated(changes: DataFrame, events: DataFrame, keys: tuple[str, ...]) -> DataFrame:

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.lake.pools import pool_exists, table_changes_path, table_path
+from zync_assets.spark.session import sql_literal
 from zync_assets.tables import fold
 from zync_assets.tables.changes import DELETE, POSITION, ROW, SEQUENCE, CompiledTable
 from zync_assets.tables.columns import UNAVAILABLE, Columns
@@ -63,8 +64,7 @@ _LITERALS = {"tinyint", "smallint", "int", "bigint", "string", "date"}
 
 def _literal(kind: str, value: object) -> str:
     if kind == "string":
-        escaped = str(value).replace("\\", "\\\\").replace("'", "\\'")
-        return f"'{escaped}'"
+        return sql_literal(str(value))
     if kind == "date":
         return f"DATE'{value}'"
     return str(int(value))  # type: ignore[call-overload]

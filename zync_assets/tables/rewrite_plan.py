@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.core.debezium import UNAVAILABLE_PLACEHOLDER
-from zync_assets.spark.session import union_all
+from zync_assets.spark.session import sql_literal, union_all
 from zync_assets.tables.changes import DELETE, POSITION, ROW, SEQUENCE, TOPIC, TRUNCATE
 from zync_assets.tables.columns import typed_sql
 
@@ -97,12 +97,8 @@ def planned_rows(
     return _folded(grouped, tables, now).sortWithinPartitions(OUTPUT)
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _strings(names: list[str] | frozenset[str]) -> str:
-    return f"CAST(array({', '.join(_quote(n) for n in names)}) AS array<string>)"
+    return f"CAST(array({', '.join(sql_literal(n) for n in names)}) AS array<string>)"
 
 
 def _per_table(values: list[str]) -> str:
@@ -114,7 +110,7 @@ def _key(keys: dict[str, str], typed: bool) -> str:
     """A table's key as a VARIANT object: from an event's row image (`typed`: read as the
     columns' types), or from a table's own key columns."""
     fields = ", ".join(
-        f"{_quote(name)}, {typed_sql(name, kind, key=True) if typed else f'`{name}`'}"
+        f"{sql_literal(name)}, {typed_sql(name, kind, key=True) if typed else f'`{name}`'}"
         for name, kind in keys.items()
     )
     return f"to_variant_object(named_struct({fields}))"
@@ -131,7 +127,7 @@ def _events(tables: list[Table], events: DataFrame) -> DataFrame:
     for index, table in enumerate(tables):
         readers[table.topic].append(index)
     topics = "map(" + ", ".join(
-        f"{_quote(topic)}, array({', '.join(map(str, members))})" for topic, members in readers.items()
+        f"{sql_literal(topic)}, array({', '.join(map(str, members))})" for topic, members in readers.items()
     ) + ")"  # fmt: skip
     by_shape: dict[str, list[int]] = defaultdict(list)  # tables of one key shape share a CASE
     for index, table in enumerate(tables):
@@ -174,7 +170,7 @@ def _logged(index: int, table: Table) -> DataFrame:
 def _stored(index: int, table: Table) -> DataFrame:
     """Table `index`'s stored rows: their data columns as a map (a NULL column left out)."""
     assert table.stored is not None
-    fields = ", ".join(f"{_quote(n)}, CAST(`{n}` AS variant)" for n in table.data)
+    fields = ", ".join(f"{sql_literal(n)}, CAST(`{n}` AS variant)" for n in table.data)
     values = f"map({fields})" if fields else _NO_FIELDS  # a NULL is left out as it is written
     return table.stored.selectExpr(
         f"{index} AS __T", f"{_key(table.keys, typed=False)} AS __K", f"{SEQUENCE} AS seq",
@@ -190,7 +186,7 @@ def _shaped(tables: list[Table]) -> list:
     columns = _per_table([_strings(t.data) for t in tables])
     image = f"coalesce(try_variant_get(r, '$', '{_FIELDS}'), {_NO_FIELDS})"
     field = f"try_element_at({image}, c)"
-    placeholder = _quote(UNAVAILABLE_PLACEHOLDER)
+    placeholder = sql_literal(UNAVAILABLE_PLACEHOLDER)
     left_out = (
         f"coalesce(try_variant_get({field}, '$', 'string') = {placeholder} OR "
         f"try_variant_get({field}, '$', 'binary') = CAST({placeholder} AS binary), false)"
