@@ -46,6 +46,7 @@ sink reading Debezium's own topics, no zync, into a second warehouse database (`
   sustained.p95_s, p95_growth   that rate (or the first step's, if none was carried) held
                                 --hold-seconds: the marker's p95 to zync's warehouse, and
                                 its last minute's p95 over its first minute's
+  sustained.tables60_lake_p95_s  … the marker's p95 to its lake table over that hold
   sustained.tables1_events_per_s   the same steps on a database of one table (its own
                                 source database, connector, spec and pipeline)
   status_s                      `zync status`'s seconds, median of its runs every 30 s
@@ -794,6 +795,7 @@ def main() -> None:
             "sustained.held": {k: v for k, v in held.items()},
             "sustained.p95_s": held.get("p95_s"),
             "sustained.p95_growth": held.get("p95_growth"),
+            "sustained.tables60_lake_p95_s": held.get("lake_p95_s"),
             "status_s": round(statistics.median(sampler.status), 2) if sampler.status else None,
             "status_max_s": round(max(sampler.status), 2) if sampler.status else None,
             "rss_max_mib": round(max(sampler.rss)) if sampler.rss else None,

@@ -37,3 +37,11 @@ def first_line(exc: BaseException) -> str:
     lines = [line for line in str(exc).splitlines() if line.strip()]
     head = [line for line in lines if not line.lstrip().startswith("at ")][:2]
     return " ".join(line.strip() for line in head)
+
+
+def innermost_cause(exc: BaseException) -> str:
+    """The deepest cause a JVM's stack trace names ("Caused by: …", py4j puts the trace in
+    the message), else the message's first line: a failed Spark job's own first line says
+    only which call failed."""
+    causes = re.findall(r"^Caused by: (.+)$", str(exc), re.MULTILINE)
+    return causes[-1].strip() if causes else first_line(exc)

@@ -32,7 +32,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zync_assets.core.config import current
-from zync_assets.core.errors import ConcurrentWriter, ZyncError
+from zync_assets.core.errors import ConcurrentWriter, ZyncError, innermost_cause
 from zync_assets.core.offsets import Offsets
 from zync_assets.kafka.registry import Registry
 from zync_assets.lake.delta_writes import CONCURRENT_WRITE, append_once
@@ -331,6 +331,9 @@ class _Planned:
     size: int | None  # the table's bytes before the pass (None: not known)
     retyped: bool  # a column's type was widened by this pass
     pool_events: DataFrame | None  # Due.pool_events
+    # A new table whose events only insert, each key once (a snapshot's `r` events): its
+    # rows are the events' row images as they are, no fold (rewrite_plan.py's bulk rows).
+    bulk: bool = False
 
     @property
     def name(self) -> str:
@@ -371,7 +374,7 @@ def apply_many(
             failed = rewrite_tables(spark, [_rewrite(spark, p) for p in whole], now)
         except Exception as exc:  # the shared job's failure: each table MERGEs alone, to say whose
             _log.warning("the shared write of %d tables failed, each is merged alone: %s",
-                         len(whole), str(exc).strip().splitlines()[0])  # fmt: skip
+                         len(whole), innermost_cause(exc))  # fmt: skip
             for p in whole:
                 discard_attempt(spark, p.compiled.table.name, p.run, p.attempt)
             merged, failed = merged + whole, {}
@@ -413,6 +416,7 @@ def _rewrite(spark: SparkSession, p: _Planned) -> Rewrite:
         {c: p.columns.types[c] for c in p.columns.data() if c in stored_columns},
         p.columns.documents, None if p.created else stored, events, app_id(table.name), p.run,
         p.attempt, p.meta, log_stored, p.logs, log_path, changes_app_id(table.name), log_schema,
+        p.bulk,
     )  # fmt: skip
 
 
@@ -422,8 +426,8 @@ def _plan(
     compiled, state, events, ends = item.compiled, item.state, item.events, item.ends
     found = declared_types(compiled, registry)
     path = table_path(compiled.table.name)
-    counts, schemas = item.summary or _summary(events)
     created = not rebuild and not pool_exists(path)  # by this pass, below (_ensure_tables)
+    counts, schemas, distinct_keys = item.summary or _summary(events, created)
     if (rebuild or created) and counts["upserts"] + counts["deletes"] == 0:
         # Nothing to type the table's keys from yet (say, only Debezium messages): the
         # table is made by the first pass with a row change; these events are read again.
@@ -450,9 +454,13 @@ def _plan(
     )  # fmt: skip
     size = None if state.version is None else table_bytes(path, state.version)
     retyped = any(current.get(name, kind) != kind for name, kind in columns.types.items())
+    # Keyed as its messages are (a spec's own keys may repeat where the Kafka keys do not).
+    bulk = created and not item.compiled.table.keys and not logs and not table.scd2 and (
+        distinct_keys == counts["upserts"]
+    )  # fmt: skip
     return _Planned(
         compiled, state, events, ends, now, columns, cuts, run, attempt, meta, logs, created,
-        rebuild, counts, size, retyped, item.pool_events,
+        rebuild, counts, size, retyped, item.pool_events, bulk,
     )  # fmt: skip
 
 
@@ -551,8 +559,9 @@ def _applies() -> Column:
 
 
 # What a table's new events hold: counts (read, upserts, deletes, ignored, truncates),
-# and the schemas of their variants (__row_schema, __key_schema).
-Summary = tuple[dict[str, int], dict[str, str | None]]
+# the schemas of their variants (__row_schema, __key_schema), and how many distinct Kafka
+# keys their upserts have (the upserts' count when no key repeats: _Planned.bulk).
+Summary = tuple[dict[str, int], dict[str, str | None], int]
 
 
 def summary_columns() -> list[Column]:
@@ -568,17 +577,32 @@ def summary_columns() -> list[Column]:
     ]
 
 
-def summary_of(found: dict) -> Summary:
-    """A Summary from a row of summary_columns() (as a dict; other keys are left out)."""
+def summary_of(found: dict, distinct_keys: int = -1) -> Summary:
+    """A Summary from a row of summary_columns() (as a dict; other keys are left out), and
+    the upserts' distinct keys (-1: not counted)."""
     counts = {k: found.get(k) or 0 for k in ("read", "deletes", "upserts", "ignored", "truncates")}
-    return counts, {k: found.get(k) for k in ("__row_schema", "__key_schema")}
+    schemas = {k: found.get(k) for k in ("__row_schema", "__key_schema")}
+    return counts, schemas, distinct_keys
 
 
-def _summary(events: DataFrame) -> Summary:
-    """What the events hold, in one Spark job."""
+def upsert_keys(events: DataFrame) -> DataFrame:
+    """The events' upserts' Kafka keys as hashes (`__H`), to count the distinct ones: a
+    collision can only count fewer, so as many as the upserts proves that no key repeats
+    (a VARIANT is not comparable; its JSON is). Counted apart from the Summary's other
+    aggregates, which a distinct count would copy each event for, its row image too."""
+    upserts = events.where(_applies() & ~F.col(DELETE))
+    return upserts.withColumn("__H", F.xxhash64(F.to_json("__KEY")))
+
+
+def _summary(events: DataFrame, new: bool) -> Summary:
+    """What the events hold, in one Spark job; of a `new` table's, a second counts their
+    distinct keys."""
     row = events.select(*summary_columns()).first()
     assert row is not None
-    return summary_of(row.asDict())
+    if not new:
+        return summary_of(row.asDict())
+    keys = upsert_keys(events).select(F.count_distinct("__H")).first()
+    return summary_of(row.asDict(), keys[0] if keys is not None else -1)
 
 
 def _stored_columns(spark: SparkSession, path: str) -> dict[str, str]:

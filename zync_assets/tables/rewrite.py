@@ -83,6 +83,7 @@ class Rewrite:
     log_path: str = ""
     log_app: str = ""
     log_schema: str = ""
+    bulk: bool = False  # a new table's inserts, each key once: written as they come
 
     @property
     def prefix(self) -> str:
@@ -122,7 +123,7 @@ def rewrite_tables(
     log_output = {item.name: len(rewrites) + n for n, item in enumerate(logged)}
     tables = [
         Table(item.topic, item.keys, list(item.data), item.documents, item.stored,
-              item.log_stored, log_output.get(item.name, -1), item.run)
+              item.log_stored, log_output.get(item.name, -1), item.run, item.bulk)
         for item in rewrites
     ]  # fmt: skip
     files = java_class(spark._jvm, FILES_CLASS)

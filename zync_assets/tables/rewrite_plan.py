@@ -22,6 +22,12 @@ loses), and gives the key's rows: its row of the new version, its change-feed ro
 The writer (zync.spark.TableFiles.writeRows) reads each column back from the VARIANT as
 the table's type; a value that does not fit fails the job (apply.py then MERGEs each
 table alone, and names the column).
+
+A `bulk` table (new, and its events insert each key once: a snapshot's `r` events) has
+nothing to fold: its rows are its events' row images as they are, written by the same job
+from the same scan, with no shuffle and no change-feed files (Delta reads a commit that
+only adds files as inserts). The fold costs a row a map of its columns, a shuffle and a
+sort; a snapshot is all rows.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ class Table:
     log_stored: DataFrame | None
     log_output: int  # -1: the pass appends nothing to the change log
     run: int
+    bulk: bool = False  # new, and each key inserted once: its events' row images as they are
 
 
 def planned_rows(
@@ -66,7 +73,21 @@ def planned_rows(
 ) -> DataFrame:
     """The frame TableFiles.writeRows writes: (output, change, seq, row), output `i` being
     table i's new version and change feed, and tables[i].log_output its change log's new
-    rows; partitioned by table, each output's rows together."""
+    rows; each output's rows together in a partition (a folded table's in one partition)."""
+    bulk = _bulk(tables, events, spark.sparkContext.defaultParallelism)
+    if all(t.bulk for t in tables):
+        assert bulk is not None
+        return bulk.sortWithinPartitions(OUTPUT)
+    planned = _planned(spark, tables, events, now)
+    if bulk is None:
+        return planned.sortWithinPartitions(OUTPUT)
+    return planned.unionByName(bulk).sortWithinPartitions(OUTPUT)
+
+
+def _planned(
+    spark: SparkSession, tables: list[Table], events: DataFrame, now: dt.datetime
+) -> DataFrame:
+    """The rows of the tables that are not bulk, folded."""
     sources = [_events(tables, events)]
     for index, table in enumerate(tables):
         if table.log_stored is not None:
@@ -75,7 +96,8 @@ def planned_rows(
             sources.append(_stored(index, table))
     # One task reads all the small sources (a task per table's file would each carry the
     # whole union's plan), then one shuffle gathers each table's rows in one partition.
-    partitions = max(1, min(spark.sparkContext.defaultParallelism, len(tables)))
+    folded = sum(not t.bulk for t in tables)
+    partitions = max(1, min(spark.sparkContext.defaultParallelism, folded))
     shaped = union_all(sources).coalesce(partitions).select(*_shaped(tables))
     grouped = (
         shaped.repartition(partitions, "__T")
@@ -94,7 +116,37 @@ def planned_rows(
             F.expr("any_value(__K)").alias("__K"),
         )
     )
-    return _folded(grouped, tables, now).sortWithinPartitions(OUTPUT)
+    return _folded(grouped, tables, now)
+
+
+def _bulk(tables: list[Table], events: DataFrame, partitions: int) -> DataFrame | None:
+    """The bulk tables' rows: each insert's row image and sequence (None: no bulk table).
+    Coalesced to `partitions` tasks, so that a table has a file per task at most."""
+    if not any(t.bulk for t in tables):
+        return None
+    topics = _topic_tables(tables, bulk=True)
+    return (
+        events.where(f"{_APPLIES} AND NOT {DELETE} AND map_contains_key({topics}, {TOPIC})")
+        .coalesce(partitions)
+        .select(
+            F.explode(F.expr(f"element_at({topics}, {TOPIC})")).alias(OUTPUT),
+            F.lit(None).cast("string").alias(CHANGE),
+            F.col(SEQUENCE).alias(SEQ),
+            F.col(ROW).alias(ROW_OUT),
+        )
+    )
+
+
+def _topic_tables(tables: list[Table], bulk: bool) -> str:
+    """A SQL map: each topic → the indexes of its tables (a topic may feed several) that
+    are bulk (or not)."""
+    readers: dict[str, list[int]] = defaultdict(list)
+    for index, table in enumerate(tables):
+        if table.bulk == bulk:
+            readers[table.topic].append(index)
+    return "map(" + ", ".join(
+        f"{sql_literal(topic)}, array({', '.join(map(str, members))})" for topic, members in readers.items()
+    ) + ")"  # fmt: skip
 
 
 def _strings(names: list[str] | frozenset[str]) -> str:
@@ -117,31 +169,23 @@ def _key(keys: dict[str, str], typed: bool) -> str:
 
 
 _COLUMNS = ["__T", "__K", "seq", "p", "part", "off", "d", "r", "sf"]  # a source's columns
+# An event that changes a row (apply.py's _applies).
+_APPLIES = f"{SEQUENCE} IS NOT NULL AND NOT {TRUNCATE} AND ({DELETE} OR {ROW} IS NOT NULL)"
 
 
 def _events(tables: list[Table], events: DataFrame) -> DataFrame:
-    """The pass's events that change a row (apply.py's _applies), of every table."""
-    readers: dict[str, list[int]] = defaultdict(
-        list
-    )  # topic -> its tables (a topic may feed several)
-    for index, table in enumerate(tables):
-        readers[table.topic].append(index)
-    topics = "map(" + ", ".join(
-        f"{sql_literal(topic)}, array({', '.join(map(str, members))})" for topic, members in readers.items()
-    ) + ")"  # fmt: skip
+    """The pass's events that change a row (apply.py's _applies), of every table to fold."""
+    topics = _topic_tables(tables, bulk=False)
     by_shape: dict[str, list[int]] = defaultdict(list)  # tables of one key shape share a CASE
     for index, table in enumerate(tables):
-        by_shape[_key(table.keys, typed=True)].append(index)
+        if not table.bulk:
+            by_shape[_key(table.keys, typed=True)].append(index)
     key = "CASE " + " ".join(
         f"WHEN __T IN ({', '.join(map(str, members))}) THEN {shape}"
         for shape, members in by_shape.items()
     ) + " END"  # fmt: skip
-    applies = (
-        f"{SEQUENCE} IS NOT NULL AND NOT {TRUNCATE} AND ({DELETE} OR {ROW} IS NOT NULL) "
-        f"AND map_contains_key({topics}, {TOPIC})"
-    )
     return (
-        events.where(applies)
+        events.where(f"{_APPLIES} AND map_contains_key({topics}, {TOPIC})")
         .select(F.explode(F.expr(f"element_at({topics}, {TOPIC})")).alias("__T"), "*")
         .selectExpr(
             "__T",

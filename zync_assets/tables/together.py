@@ -25,7 +25,8 @@ from pyspark.sql import functions as F
 
 from zync_assets.core.offsets import Offsets
 from zync_assets.kafka.registry import Registry
-from zync_assets.spark.session import pinned, sized_work, unpin
+from zync_assets.lake.pools import pool_exists, table_path
+from zync_assets.spark.session import one_of, pinned, sized_work, unpin
 from zync_assets.specs.model import Spec
 from zync_assets.tables.apply import (
     Due,
@@ -41,6 +42,7 @@ from zync_assets.tables.apply import (
     summary_columns,
     summary_of,
     table_state,
+    upsert_keys,
 )
 from zync_assets.tables.changes import TOPIC, CompiledTable, change_events, pool_rows
 from zync_assets.tables.state import TableState, source_ends
@@ -147,7 +149,9 @@ def _apply_group(
         except Exception as exc:  # the shared read's failure is each table's
             return {m.compiled.table.name: exc for m in group}
         try:
-            summaries = _outcome(_summaries, events)
+            new = [m.compiled.table.source for m in group
+                   if not pool_exists(table_path(m.compiled.table.name))]  # fmt: skip
+            summaries = _outcome(_summaries, events, new)
             if isinstance(summaries, Exception):
                 return {m.compiled.table.name: summaries for m in group}
             items = [
@@ -161,11 +165,16 @@ def _apply_group(
             unpin(events)
 
 
-def _summaries(events: DataFrame) -> dict[str, Summary]:
+def _summaries(events: DataFrame, new: list[str]) -> dict[str, Summary]:
     """Each source topic's Summary, in one job (a topic with no row in range: none, as
-    apply.py's _summary of no rows)."""
+    apply.py's _summary of no rows); the upserts' distinct keys of the `new` tables'
+    topics in a second, if any."""
     rows = events.groupBy(TOPIC).agg(*summary_columns()).collect()
-    return {row[TOPIC]: summary_of(row.asDict()) for row in rows}
+    keys: dict[str, int] = {}
+    if new:
+        counted = upsert_keys(events.where(one_of(TOPIC, new))).groupBy(TOPIC)
+        keys = {r[TOPIC]: r[1] for r in counted.agg(F.count_distinct("__H")).collect()}
+    return {row[TOPIC]: summary_of(row.asDict(), keys.get(row[TOPIC], -1)) for row in rows}
 
 
 def _outcome(call: Callable[..., T], *args: object) -> T | Exception:

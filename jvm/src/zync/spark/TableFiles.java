@@ -171,7 +171,12 @@ public final class TableFiles {
         Expression path = Literal$.MODULE$.apply("$." + field.name());
         Expression value = new VariantGet(row, path, field.dataType(), true, Option.apply(zone));
         if (field.dataType() instanceof VariantType && !nullValues.contains(field.name())) {
-          value = new If(new IsVariantNull(value), new Literal(null, field.dataType()), value);
+          // is_variant_null is RuntimeReplaceable: neither generated code nor interpreted
+          // evaluation takes it (outside the analyzer), only its replacement. As itself it made
+          // the projection of a table with a non-JSON VARIANT column (a text[]) fall back to
+          // interpreted mode and then fail every shared write holding that table.
+          Expression isNull = new IsVariantNull(value).replacement();
+          value = new If(isNull, new Literal(null, field.dataType()), value);
         }
         found[c] = value;
       }
