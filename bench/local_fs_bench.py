@@ -56,6 +56,7 @@ def cpu_seconds(jvm_pid: int) -> float:
 def child(tables: int, rows: int, passes: int, commits: int) -> dict[str, float]:
     """One file system's figures, in this process (ZYNC_SPARK_LOCAL_FS picks it)."""
     from bench import table_pass_bench as lakes
+    from zync_assets.pipeline.run import TABLE_WORKERS
     from zync_assets.spark.session import spark_session
 
     spark = spark_session("zync-bench", long_lived=True)
@@ -63,7 +64,7 @@ def child(tables: int, rows: int, passes: int, commits: int) -> dict[str, float]
     assert jvm is not None
     jvm_pid = jvm.java.lang.ProcessHandle.current().pid()
     folder = Path(tempfile.mkdtemp(prefix="zync-local-fs-"))
-    lake = lakes.make_lake(spark, folder, "lake", lakes.TABLE_WORKERS)
+    lake = lakes.make_lake(spark, folder, "lake", TABLE_WORKERS)
     every = [lakes.topic(i) for i in range(tables)]
     took, used = [], []
     for round_ in range(1, passes + 2):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bench import table_pass_bench as lakes
 from bench.common import machine, publish
+from zync_assets.pipeline.run import TABLE_WORKERS
 from zync_assets.spark.session import spark_session
 from zync_assets.tables import apply
 
@@ -51,8 +52,7 @@ def main() -> None:
     spark = spark_session("zync-bench", long_lived=True)
     folder = Path(tempfile.mkdtemp(prefix="zync-small-merge-"))
     both = {
-        name: lakes.make_lake(spark, folder, name, lakes.TABLE_WORKERS)
-        for name in ("rewrite", "vectors")
+        name: lakes.make_lake(spark, folder, name, TABLE_WORKERS) for name in ("rewrite", "vectors")
     }
     every = [lakes.topic(i) for i in range(args.tables)]
     for lake in both.values():  # round 0: the tables' first rows (appended, no MERGE)

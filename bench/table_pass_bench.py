@@ -4,7 +4,7 @@ A raw pool of --tables Debezium-style topics (`db.public.tNN`, an `id` key and a
 `id, name, amount`) is the source of a pattern of lake tables (one SCD1 table per topic,
 the whole-database spec's `tables:`). Two lakes, side by side in one process and one
 Spark session: the pipeline's tables stage with `table_workers=1` (one table after
-another, as before) and with the default (TABLE_WORKERS, two at a time). Each round
+another, as before) and two at a time (the default until the shared write job). Each round
 commits --rows new events to every topic in both lakes (round 1 creates the rows, as a
 snapshot does; later rounds update them) and times each lake's stage; the order of the
 two alternates from round to round, so neither always runs warm. A last round commits
@@ -47,11 +47,13 @@ from zync_assets.kafka.registry import Registry
 from zync_assets.lake.delta_writes import append_once
 from zync_assets.lake.pools import pool_path
 from zync_assets.lake.progress import app_id, commit_metadata
-from zync_assets.pipeline.run import TABLE_WORKERS, PassResult, Pipeline
+from zync_assets.pipeline.run import PassResult, Pipeline
 from zync_assets.spark.session import spark_session
 from zync_assets.specs.model import load_spec
 from zync_assets.tables import apply
 from zync_assets_tests.support.pool_data import DEAD, KAFKA
+
+TWO_AT_A_TIME = 2  # table workers: the default while every table MERGEd
 
 SPEC = """inputs:
   - {topics: 'db\\.public\\..*', pool: Raw, format: json}
@@ -156,8 +158,8 @@ def main() -> None:
     args = parser.parse_args()
     spark = spark_session("zync-bench", long_lived=True)
     folder = Path(tempfile.mkdtemp(prefix="zync-table-pass-"))
-    lakes = [make_lake(spark, folder, "one", 1), make_lake(spark, folder, "two", TABLE_WORKERS)]
-    merged = make_lake(spark, folder, "merged", TABLE_WORKERS)
+    lakes = [make_lake(spark, folder, "one", 1), make_lake(spark, folder, "two", TWO_AT_A_TIME)]
+    merged = make_lake(spark, folder, "merged", TWO_AT_A_TIME)
     every = [topic(i) for i in range(args.tables)]
     seconds: dict[str, list[float]] = {"one": [], "two": []}
     ratios = []

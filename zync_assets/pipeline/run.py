@@ -16,9 +16,10 @@ pass's warehouse path took (at least TABLES_FLOOR_S), the ones applied longest a
 and the rest wait for the next pass, so that a pass over many tables never stands long
 in front of the next change to the warehouse.
 
-The lake tables with new events are applied TABLE_WORKERS at a time, each on a session of
-its own (`_in_parallel`): a table's pass is mostly Spark's fixed cost (planning, a few
-small jobs, a Delta commit), which two tables' passes overlap on two cores.
+The lake tables with new events are applied together (tables/together.py: the small ones
+by one shared Spark job, the big ones MERGEd one after another); `table_workers` > 1
+applies them in chunks that many at a time, each on a session of its own
+(`_in_parallel`), which paid off when every table's pass was a MERGE.
 
 A failure is contained to what it concerns: one lake table, one spec's ETL, one pool's
 sync or ingest (a bad column type, a rule that fails at run time). That one stops, is
@@ -89,11 +90,14 @@ EXPIRY_CHECK_S = 10.0
 # zync may have gone; a wrong spec or column fails again, once a minute, not every pass).
 FAILED_RETRY_S = 60.0
 
-# Lake tables with new events applied at a time, each on a session of its own (a MERGE's
-# commit settings are its session's SQL conf). bench/table_pass_bench.py, 2 cores, 60
-# tables of 200 new rows each: 70.9 s two at a time against 120.9 s one after another
-# (bench/results/table_pass.json); four at a time were no faster than two (by hand).
-TABLE_WORKERS = 2
+# Chunks of lake tables applied at a time, each on a session of its own (a MERGE's commit
+# settings are its session's SQL conf). One: the small tables of a chunk are written by
+# one shared job that keeps both cores busy (tables/rewrite.py), so a whole database's 60
+# tables took 10.8-13.0 s a pass as one chunk and 10.9-12.8 s as four chunks two at a time,
+# with 3 Spark jobs instead of 12 (2026-12-07, by hand with lake_stage_bench's passes).
+# Two paid off when every table MERGEd: 70.9 s against 120.9 s for 60 tables of 200 new
+# rows each (bench/table_pass_bench.py, bench/results/table_pass.json).
+TABLE_WORKERS = 1
 # The chunks of a tables stage per worker (see _chunks): fewer, the fewer scans of a pool;
 # more, the evener the workers' ends.
 TABLE_CHUNKS_PER_WORKER = 2
@@ -564,6 +568,8 @@ def _chunks(tables: list[CompiledTable], workers: int) -> list[list[CompiledTabl
     workers' ends (one slow table holds back its chunk only)."""
     if not tables:
         return []
+    if workers < 2:  # one chunk: one scan of the pool, one shared write job
+        return [tables]
     size = -(-len(tables) // (workers * TABLE_CHUNKS_PER_WORKER))
     return [tables[i : i + size] for i in range(0, len(tables), size)]
 
