@@ -128,11 +128,14 @@ def test_a_mirror_sends_each_tables_rows_to_its_own_topic_new_tables_included(
         produce_json(stack, topic["c"], rows(7, 8))  # a table created mid-run
         time.sleep(1.2)
         pipe.pass_once(Unheard())
-        # b truncated (its one row gone), then a row of it again, in one pass; an update
-        # of a's row 1 that leaves its TOASTed name out.
+        # b truncated (its one row gone), then a row of it again, in one pass; updates
+        # of a's row 1 and c's row 7 that leave their TOASTed name out (two topics'
+        # history read at once; each row keeps its own fields).
         produce_json(stack, topic["b"], [(None, {"op": "t"}), *rows(6, 7)])
         toasted = {"id": 1, "name": "__debezium_unavailable_value", "n": 2}
         produce_json(stack, topic["a"], [({"id": 1}, {"op": "u", "after": toasted})])
+        toasted_c = {"id": 7, "name": "__debezium_unavailable_value", "m": 3}
+        produce_json(stack, topic["c"], [({"id": 7}, {"op": "u", "after": toasted_c})])
         pipe.pass_once(Unheard())
 
     def received(name: str) -> list:
@@ -146,7 +149,9 @@ def test_a_mirror_sends_each_tables_rows_to_its_own_topic_new_tables_included(
     assert received(f"wh_{prefix}.b") == [
         ({"id": 5}, {"id": 5, "name": "n5"}), ({"id": 5}, None), ({"id": 6}, {"id": 6, "name": "n6"}),
     ]  # fmt: skip
-    assert received(f"wh_{prefix}.c") == [({"id": 7}, {"id": 7, "name": "n7"})]
+    assert received(f"wh_{prefix}.c") == [
+        ({"id": 7}, {"id": 7, "name": "n7"}), ({"id": 7}, {"id": 7, "name": "n7", "m": 3}),
+    ]  # fmt: skip
     assert received(f"{prefix}_special_out") == [({"id": 9}, {"special": 9})]
     from zync_assets.kafka.clients import topic_names
 
