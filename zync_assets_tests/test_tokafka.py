@@ -517,12 +517,13 @@ def test_cli_syncs_and_reports_each_topic(spark, stack: Stack, topic: str, lake:
     )
 
 
-def test_a_pools_touched_topics_are_read_in_one_job_and_a_new_shape_sends_them_alone(
+def test_a_pools_touched_topics_are_read_in_one_job_and_a_new_shape_costs_one_more(
     spark, stack: Stack, topic: str, lake: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A mirror's steady state: its topics' schemas are registered, and one Spark job reads
     and encodes every touched topic's records (tokafka/many_topics.py). A record no
-    registered schema fits sends each topic alone, surveyed as sync_topic does."""
+    registered schema fits makes one more job type every topic's records; each registers
+    what they need, and the topics are fetched together again, none alone."""
     topics = [f"{topic}_{n}" for n in range(3)]
     registry = Registry(stack.registry_settings)
 
@@ -554,7 +555,7 @@ def test_a_pools_touched_topics_are_read_in_one_job_and_a_new_shape_sends_them_a
     ]
     staged(range(5, 6), lambda i: {"id": i, "tag": "new"})  # a shape no schema has
     third = sync_pool(spark, "M", stack.kafka, registry, topics=topics)
-    assert (jobs, alone) == ([3, 3], topics)  # refused in the one job: each alone
+    assert (jobs, alone) == ([3, 3, 3], [])  # refused, typed, fetched again together
     assert [r.sent for r in third] == [1, 1, 1]
     for name in topics:
         records = read_topic(stack, name)
@@ -565,7 +566,7 @@ def test_a_pools_touched_topics_are_read_in_one_job_and_a_new_shape_sends_them_a
     monkeypatch.setattr(many_topics, "GROUP_SIZE", 2)
     staged(range(6, 7), lambda i: {"id": i, "tag": "more"})
     fourth = sync_pool(spark, "M", stack.kafka, registry, topics=topics)
-    assert (jobs, alone) == ([3, 3, 2, 1], topics)
+    assert (jobs, alone) == ([3, 3, 3, 2, 1], [])
     assert [(r.topic, r.sent, r.next_offset) for r in fourth] == [(n, 1, 7) for n in topics]
     assert all(key_ids(read_topic(stack, name)) == list(range(7)) for name in topics)
 

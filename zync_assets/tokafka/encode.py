@@ -167,6 +167,32 @@ def survey(outputs: DataFrame, start: int, typed: int | None = None) -> tuple[Sp
     return offsets, types
 
 
+def surveys(outputs: DataFrame, starts: list[int]) -> dict[int, Survey]:
+    """The types of several topics' records in one job: `outputs` as many_topics reads
+    them (`topic`: an index into `starts`, each topic's first offset to type)."""
+    new = F.col("offset") >= F.array(*[F.lit(s) for s in starts])[F.col("topic")]
+    rows = (
+        outputs.where(new)
+        .select(
+            "topic",
+            F.call_function("zync_variant_type", "key").alias("key_type"),
+            F.call_function("zync_variant_type", "value").alias("value_type"),
+        )
+        .groupBy("topic", "key_type", "value_type")
+        .count()
+        .collect()
+    )
+    rows.sort(key=lambda r: (r.key_type or "", r.value_type or ""))  # a stable field order
+    found: dict[int, Survey] = {}
+    for index in range(len(starts)):
+        mine = [r for r in rows if r.topic == index]
+        found[index] = Survey(
+            key_type=_merged(r.key_type for r in mine),
+            value_shapes=_by_shape(r.value_type for r in mine),
+        )
+    return found
+
+
 @dataclass(frozen=True)
 class Schemas:
     """Where a topic's schemas come from: the registry (Avro), or, for Kafka Connect JSON,

@@ -11,10 +11,17 @@ records with the topic's registered schemas (a job per GROUP_SIZE topics: hundre
 in groups), and each topic's records are then sent in its own transactions, in offset
 order, as sync.py sends them.
 
+A record the registered schemas do not fit (a new shape: a mirrored row whose JSON column
+is SQL NULL leaves that field out, a shape its source's schema does not list) fails the
+job as a whole. Then one more job types every topic's new records, each topic registers
+what they need, and the group is fetched once more: a whole database's first pass sent
+its 60 topics one by one otherwise (38 of its 48 s), as its ten tables with a jsonb
+column each had such rows.
+
 What the steady state does not cover goes to sync.py, topic by topic, which handles it:
-a topic with no registered schema yet, records a schema does not fit (the job fails as
-a whole: each topic then finds its own refusal or survey), records over the fetch budget
-(windows), and Spark Connect sessions (the librdkafka sender reads no JVM batch).
+a topic with no registered schema yet, records that still do not fit, records over the
+fetch budget (windows), and Spark Connect sessions (the librdkafka sender reads no JVM
+batch).
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ GROUP_SIZE = 32
 class _Topic:
     name: str
     codec: Encoding
+    schemas: encode.Schemas
     sender: JvmSender
     start: int = 0
     marks_before: dict[int, int] | None = None
@@ -71,7 +79,7 @@ def sync_at_once(
 ) -> tuple[dict[str, SyncResult], list[str]]:  # fmt: skip
     """The topics of `topics` sent here (their results) and those left to sync_topic."""
     encode.require_staging(pool)
-    chosen: list[tuple[str, Encoding]] = []
+    chosen: list[tuple[str, Encoding, encode.Schemas]] = []
     left: list[str] = []  # no schema registered yet: a first run types its records alone
     for topic in topics:
         schemas = encode.Schemas(registry, formats.get(topic, default_format), sources.get(topic))
@@ -79,13 +87,13 @@ def sync_at_once(
         if codec is None:
             left.append(topic)
         else:
-            chosen.append((topic, codec))
+            chosen.append((topic, codec, schemas))
     if len(chosen) < 2:
         return {}, list(topics)
     results: dict[str, SyncResult] = {}
     for at in range(0, len(chosen), GROUP_SIZE):
         group = chosen[at : at + GROUP_SIZE]
-        for topic, _ in group:
+        for topic, _, _ in group:
             ensure_topic(kafka, topic, partitions)
         sent, alone = _send_group(spark, pool, kafka, group, progress, transaction_size, budget)
         results |= sent
@@ -94,14 +102,15 @@ def sync_at_once(
 
 
 def _send_group(
-    spark: SparkSession, pool: str, kafka: KafkaSettings, group: list[tuple[str, Encoding]],
-    progress: Progress | None, transaction_size: int, budget: int,
+    spark: SparkSession, pool: str, kafka: KafkaSettings,
+    group: list[tuple[str, Encoding, encode.Schemas]], progress: Progress | None,
+    transaction_size: int, budget: int,
 ) -> tuple[dict[str, SyncResult], list[str]]:  # fmt: skip
     """One group's topics, their senders open only while it is sent."""
     lanes: list[_Topic] = []
     try:
-        for topic, codec in group:  # each fences its topic's older to-kafka runs first
-            lanes.append(_Topic(topic, codec, JvmSender(spark, kafka, pool, topic)))
+        for topic, codec, schemas in group:  # each fences its older to-kafka runs first
+            lanes.append(_Topic(topic, codec, schemas, JvmSender(spark, kafka, pool, topic)))
         return _send_at_once(spark, pool, kafka, lanes, progress, transaction_size, budget)
     finally:
         for lane in lanes:
@@ -122,15 +131,15 @@ def _send_at_once(
         lane.marks_before = {p.partition: p.high for p in before[lane.name]}
     outputs = _new_outputs(encode.staging_of(spark, pool), lanes)
     try:
-        fetched = spark_job(
-            lambda: fetch_many(
-                spark, outputs, [lane.codec for lane in lanes], [lane.start for lane in lanes],
-                budget,
-            ),
-            0, None,
-        )  # fmt: skip
-    except EncoderRefused:  # each topic finds its own refusal, or a wider schema, alone
-        return {}, names
+        fetched = _fetched(spark, outputs, lanes, budget)
+    except EncoderRefused:  # a new shape or a wider type: type the records, register, again
+        found = encode.surveys(outputs, [lane.start for lane in lanes])
+        for index, lane in enumerate(lanes):
+            lane.codec = lane.schemas.encoding(found[index], lane.name)
+        try:
+            fetched = _fetched(spark, outputs, lanes, budget)
+        except EncoderRefused:  # each topic finds its own refusal alone
+            return {}, names
     for lane, first in zip(lanes, fetched, strict=True):  # every check before any send
         check_continues(pool, lane.name, lane.start, first.span)
     results: dict[str, SyncResult] = {}
@@ -149,6 +158,19 @@ def _send_at_once(
         marks = {p.partition: p.high for p in after[name]}
         results[name] = replace(result, high_water_after=marks)
     return results, rest
+
+
+def _fetched(
+    spark: SparkSession, outputs: DataFrame, lanes: list[_Topic], budget: int
+) -> list[FirstFetch]:
+    """Each lane's new records encoded with its codec, in one job."""
+    return spark_job(
+        lambda: fetch_many(
+            spark, outputs, [lane.codec for lane in lanes], [lane.start for lane in lanes],
+            budget,
+        ),
+        0, None,
+    )  # fmt: skip
 
 
 def _new_outputs(staging: DataFrame, lanes: list[_Topic]) -> DataFrame:
