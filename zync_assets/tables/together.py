@@ -25,7 +25,6 @@ from pyspark.sql import functions as F
 
 from zync_assets.core.offsets import Offsets
 from zync_assets.kafka.registry import Registry
-from zync_assets.lake.pools import pool_exists, table_path
 from zync_assets.spark.session import one_of, pinned, sized_work, unpin
 from zync_assets.specs.model import Spec
 from zync_assets.tables.apply import (
@@ -149,8 +148,9 @@ def _apply_group(
         except Exception as exc:  # the shared read's failure is each table's
             return {m.compiled.table.name: exc for m in group}
         try:
-            new = [m.compiled.table.source for m in group
-                   if not pool_exists(table_path(m.compiled.table.name))]  # fmt: skip
+            # Tables no pass has committed yet (their state read above; no listing): the
+            # ones whose keys a first pass counts (apply.py decides on bulk by the lake).
+            new = [m.compiled.table.source for m in group if m.state.version is None]
             summaries = _outcome(_summaries, events, new)
             if isinstance(summaries, Exception):
                 return {m.compiled.table.name: summaries for m in group}
