@@ -373,7 +373,9 @@ def start_pipeline(specs: list[Path], log: Path, ui_port: int | None = None) -> 
     env = os.environ.copy()
     if ui_port is not None:
         conf = log.with_suffix(".spark.conf")
-        conf.write_text(f"spark.ui.enabled true\nspark.ui.port {ui_port}\n")
+        given = env.get("ZYNC_SPARK_CONF")  # a user's own properties, kept under the UI's
+        own = Path(given).read_text() + "\n" if given else ""
+        conf.write_text(f"{own}spark.ui.enabled true\nspark.ui.port {ui_port}\n")
         env["ZYNC_SPARK_CONF"] = str(conf)
     return subprocess.Popen([ZYNC, "run", "--follow", "--no-dagster", *map(str, specs)],
                             stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,

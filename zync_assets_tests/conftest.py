@@ -340,8 +340,7 @@ def topic(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def spark():
-    # The worker's session lives as long as the suite: C2's code, not the C1-only fast start
-    # of a one-pass command (tables passes ~20% faster once warm, measured on 2 cores).
+    # The worker's session lives as long as the suite, with C1's code (worker_session).
     session = worker_session()
     yield session
     session.stop()

@@ -128,6 +128,21 @@ def test_a_projects_spark_conf_is_read_over_zyncs_defaults(
     assert spark_conf()["spark.driver.memory"] == "2g"
 
 
+def test_a_driver_runs_the_serial_collector_unless_its_own_options_name_one() -> None:
+    """The serial collector by default (G1 held a long-lived driver's heap near its 2g on
+    2 cores); a user's own collector wins, as the JVM refuses two."""
+    from zync_assets.spark.session import driver_java_options
+
+    for fast_start in (True, False):
+        options = " ".join(driver_java_options("-Dx=1", fast_start, "-XX:SharedArchiveFile=a"))
+        assert options.count("-XX:+UseSerialGC") == 1, options
+        assert ("-XX:TieredStopAtLevel=1" in options) is fast_start, options
+        assert options.endswith("-Dx=1"), "the user's own options come last, to win"
+    own = " ".join(driver_java_options("-XX:+UseG1GC -Xss4m", False, ""))
+    assert "SerialGC" not in own and own.endswith("-XX:+UseG1GC -Xss4m"), own
+    assert "SerialGC" not in " ".join(driver_java_options("-XX:+UseZGC", True, ""))
+
+
 def test_dagsters_spark_resource_is_dagster_pysparks_with_zyncs_session(tmp_path: Path) -> None:
     """A host configures zync's Spark as it configures dagster-pyspark's: `spark_config`,
     read over zync's properties; the session still has Delta and zync's functions."""

@@ -8,6 +8,7 @@ with the project's `resources/spark.conf` (or `$ZYNC_SPARK_CONF`) over them.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -27,14 +28,24 @@ from zync_assets.spark.catalog import metastore_conf
 from zync_assets.spark.functions import quiet_query_errors, register_functions
 from zync_assets.spark.jvm import start_driver_jvm
 
-# Java options that halve JVM start-up on small machines (C1 only, serial GC). A
-# long-lived session (`zync run --follow`) goes without: C2's code runs its passes about
-# 1.5x faster once warm. ZYNC_SPARK_FAST_START=0 turns them off for any command.
+# Java options that halve JVM start-up on small machines (C1 only). A long-lived session
+# (`zync run --follow`) goes without: C2's code runs its passes about 1.5x faster once warm
+# (a 60-table lake pass 14 s against 22 s). ZYNC_SPARK_FAST_START=0 turns them off for any
+# command, `always` on for every session (a process whose sessions live minutes, as the
+# test suite's workers: C2's compiler threads cost them more than its code saved).
 # C1 alone reserves a 48 MiB code cache, which a pass over dozens of lake tables (a plan
 # each) filled: the JVM then stops compiling and runs interpreted ("CodeCache is full.
 # Compiler has been disabled"), and a pass over 60 tables took minutes. Tiered's size
 # keeps compiling; it is reserved, not used, until code fills it.
-_FAST_START_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
+_FAST_START_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+# The driver's collector, unless spark.driver.extraJavaOptions names one (two collectors
+# are an error at the JVM's start): the serial one. On 2 cores G1's concurrent threads
+# compete with the passes, and its regions and remembered sets held the heap near its
+# 2g: a long-lived session over a 60-table pass peaked at 2,867 MiB with G1 and 1,533
+# MiB with it, at the same pass time (docs/operations.md, "Memory"); the suite's workers
+# spent a quarter less CPU.
+_COLLECTOR_OPTS = "-XX:+UseSerialGC"
+_COLLECTOR_CHOSEN = re.compile(r"-XX:[+-]Use\w*GC\b")
 SPARK_LOG4J2 = Path(__file__).resolve().parent / "log4j2-spark.properties"
 SPARK_DEFAULTS = Path(__file__).resolve().parent / "spark-defaults.conf"
 
@@ -192,13 +203,14 @@ def pins() -> Iterator[Callable[[DataFrame], DataFrame]]:
 
 def spark_session(
     app_name: str = "zync", long_lived: bool = False, dump_class_archive: Path | None = None,
-    conf: Mapping[str, str] | None = None,
+    conf: Mapping[str, str] | None = None, fast_start: bool | None = None,
 ) -> SparkSession:  # fmt: skip
     """The process's SparkSession (created on first use, then shared). A local driver maps
     install's class-data archive (spark_archive); `dump_class_archive` writes one instead.
     `conf`: Spark properties read over zync's (spark_conf(), then the configuration's);
     its `spark.master`, if any, wins over the configuration's. A Spark Connect server
-    keeps its own properties."""
+    keeps its own properties. `fast_start`: C1's code only (None: for a session that is
+    not `long_lived`, unless ZYNC_SPARK_FAST_START is 0; `always` there: every session)."""
     given = dict(conf or {})
     config = current()
     master = given.pop("spark.master", None) or config.spark_master
@@ -210,13 +222,13 @@ def spark_session(
         _require_standalone_master(master)
     conf = spark_conf() | dict(config.spark_conf) | given
     jars = spark_jars()
-    opts = [
+    if fast_start is None:
+        asked = os.environ.get("ZYNC_SPARK_FAST_START", "1")
+        fast_start = asked == "always" or (asked != "0" and not long_lived)
+    opts = driver_java_options(
+        conf.get("spark.driver.extraJavaOptions", ""), fast_start,
         dump_options(dump_class_archive) if dump_class_archive else _archive_options(jars),
-        f"-Dlog4j2.configurationFile={SPARK_LOG4J2}",
-        conf.get("spark.driver.extraJavaOptions", ""),
-    ]
-    if os.environ.get("ZYNC_SPARK_FAST_START", "1") != "0" and not long_lived:
-        opts.insert(0, _FAST_START_OPTS)
+    )  # fmt: skip
     lake = lake_uri()
     # A long-lived session may run the lake tables in a loop beside the warehouse path
     # (`zync run --tables-loop`): FAIR lets each loop's jobs run beside the other's
@@ -248,6 +260,19 @@ def spark_session(
     register_functions(session)
     quiet_query_errors()
     return session
+
+
+def driver_java_options(own: str, fast_start: bool, archive: str) -> list[str]:
+    """The local driver's Java options: the fast start's (if asked), the serial collector
+    unless the user's own options (`own`, spark.driver.extraJavaOptions) name a collector,
+    the class-data `archive`'s, zync's logging, then the user's own."""
+    return [
+        _FAST_START_OPTS if fast_start else "",
+        "" if _COLLECTOR_CHOSEN.search(own) else _COLLECTOR_OPTS,
+        archive,
+        f"-Dlog4j2.configurationFile={SPARK_LOG4J2}",
+        own,
+    ]
 
 
 def _require_standalone_master(master: str) -> None:
