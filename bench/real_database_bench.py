@@ -51,7 +51,9 @@ sink reading Debezium's own topics, no zync, into a second warehouse database (`
                                 source database, connector, spec and pipeline)
   status_s                      `zync status`'s seconds, median of its runs every 30 s
                                 under the load (the 60-table pipeline)
-  rss_max_mib                   the pipeline's resident memory (its process tree), peak
+  rss_max_mib                   the pipeline's resident memory (its process tree), peak,
+                                from the single changes to the load's end
+  snapshot.rss_max_mib          … peak while the snapshot went through it
   load.passes, load.*_median_s  the 60-table pipeline's passes under the load (steps and
                                 hold): how many, and the median seconds of a pass and of
                                 each of its stages, from the pipeline's own pass lines
@@ -457,6 +459,7 @@ def snapshot(database: Database, kafka: KafkaSettings, specs: list[Path], log: P
                   topics_regex=f"{chain.name}_wh_.*")  # fmt: skip
     started = time.monotonic()
     pipeline = start_pipeline(specs, log, ui_port)
+    memory = Sampler(pipeline, [])  # its resident memory while the snapshot goes through
     wait_until(lambda: all(lake_applied(database.lake_table(t.name), database.topic(t.name))
                            >= ends[database.topic(t.name)] for t in database.tables),
                "the lake tables", 5.0)  # fmt: skip
@@ -466,7 +469,9 @@ def snapshot(database: Database, kafka: KafkaSettings, specs: list[Path], log: P
                                == database.counts[t.name] for t in database.tables),
                    "zync's warehouse", 2.0, sink=(chain, f"{chain.name}-sink"))  # fmt: skip
     warehouse_s = time.monotonic() - started
+    memory.stop.set()
     figures |= {
+        "snapshot.rss_max_mib": round(max(memory.rss)) if memory.rss else None,
         "snapshot.rows": total,
         "snapshot.debezium_s": round(debezium_s, 1),
         "snapshot.debezium_rows_per_s": round(total / debezium_s),
@@ -878,7 +883,8 @@ def report(figures: dict[str, object]) -> None:
         f"{_cell(f['sustained.p95_s'])} s, {_cell(f['sustained.p95_growth'])} | – |",
         f"| `zync status` under load, median / max s | {_cell(f['status_s'])} / "
         f"{_cell(f['status_max_s'])} | – |",
-        f"| the pipeline's RSS, peak MiB | {_cell(f['rss_max_mib'])} | – |",
+        f"| the pipeline's RSS, peak MiB: snapshot / after it | "
+        f"{_cell(f.get('snapshot.rss_max_mib'))} / {_cell(f['rss_max_mib'])} | – |",
         f"| passes under the load (60 tables): count, median s | {f['load.passes']}, "
         f"{_cell(f['load.pass_median_s'])} | – |",
         f"| … of which ingest / ETL / to-kafka / lake tables, median s | "
@@ -918,7 +924,9 @@ def report_snapshot(figures: dict[str, object]) -> None:
         f"| → zync's lake tables | {f['snapshot.lake_rows_per_s']} | {f['snapshot.lake_s']} |",
         f"| → zync's warehouse | {f['snapshot.warehouse_rows_per_s']} | "
         f"{f['snapshot.warehouse_s']} |", "",
-        f"Isolation's cost: plain seconds / the stack's = {f['snapshot.isolation_ratio']}.", "",
+        f"Isolation's cost: plain seconds / the stack's = {f['snapshot.isolation_ratio']}. "
+        f"The pipeline's resident memory (its process tree) peaked at "
+        f"{_cell(f.get('snapshot.rss_max_mib'))} MiB.", "",
     ])  # fmt: skip
     publish("real_database", text, figures)
 
