@@ -143,6 +143,19 @@ def test_a_driver_runs_the_serial_collector_unless_its_own_options_name_one() ->
     assert "SerialGC" not in " ".join(driver_java_options("-XX:+UseZGC", True, ""))
 
 
+def test_fast_start_takes_its_three_values_and_refuses_others_in_one_line() -> None:
+    from zync_assets.core.errors import ZyncError
+    from zync_assets.spark.session import fast_start_asked
+
+    assert fast_start_asked("1", False) and not fast_start_asked("1", True)
+    assert not fast_start_asked("0", False)
+    assert fast_start_asked("always", True)
+    with pytest.raises(ZyncError) as refused:
+        fast_start_asked("yes", False)
+    assert str(refused.value).startswith("ZYNC_SPARK_FAST_START='yes': use 1")
+    assert "\n" not in str(refused.value)
+
+
 def test_dagsters_spark_resource_is_dagster_pysparks_with_zyncs_session(tmp_path: Path) -> None:
     """A host configures zync's Spark as it configures dagster-pyspark's: `spark_config`,
     read over zync's properties; the session still has Delta and zync's functions."""

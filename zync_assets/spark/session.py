@@ -223,8 +223,7 @@ def spark_session(
     conf = spark_conf() | dict(config.spark_conf) | given
     jars = spark_jars()
     if fast_start is None:
-        asked = os.environ.get("ZYNC_SPARK_FAST_START", "1")
-        fast_start = asked == "always" or (asked != "0" and not long_lived)
+        fast_start = fast_start_asked(os.environ.get("ZYNC_SPARK_FAST_START", "1"), long_lived)
     opts = driver_java_options(
         conf.get("spark.driver.extraJavaOptions", ""), fast_start,
         dump_options(dump_class_archive) if dump_class_archive else _archive_options(jars),
@@ -260,6 +259,17 @@ def spark_session(
     register_functions(session)
     quiet_query_errors()
     return session
+
+
+def fast_start_asked(value: str, long_lived: bool) -> bool:
+    """Whether ZYNC_SPARK_FAST_START=`value` gives a session C1's code only: 1 (the
+    default) a session that is not long-lived, 0 none, `always` every one."""
+    if value not in ("0", "1", "always"):
+        raise ZyncError(
+            f"ZYNC_SPARK_FAST_START={value!r}: use 1 (the default: C1's code for one-pass "
+            "commands), 0 (never) or always (long-lived sessions too)"
+        )
+    return value == "always" or (value == "1" and not long_lived)
 
 
 def driver_java_options(own: str, fast_start: bool, archive: str) -> list[str]:
